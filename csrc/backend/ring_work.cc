@@ -1,0 +1,62 @@
+#include "backend/ring_work.h"
+
+#include <c10/util/Exception.h>
+
+#include "common/errors.h"
+
+namespace ring {
+
+RingWork::RingWork(int rank, c10d::OpType type, uint64_t seq, std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, type),
+      seq_(seq),
+      outputs_(std::move(outputs)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+
+bool RingWork::isCompleted() { return c10d::Work::isCompleted(); }
+bool RingWork::isSuccess() const { return c10d::Work::isSuccess(); }
+std::exception_ptr RingWork::exception() const { return c10d::Work::exception(); }
+std::vector<at::Tensor> RingWork::result() { return outputs_; }
+c10::intrusive_ptr<c10::ivalue::Future> RingWork::getFuture() { return future_; }
+uint64_t RingWork::getSequencenumber() const { return seq_; }
+int RingWork::sourceRank() const {
+  int r = sourceRank_.load();
+  TORCH_CHECK(r >= 0, "ring: sourceRank() is only defined for a completed recv from any source");
+  return r;
+}
+
+void RingWork::complete(std::exception_ptr error, int sourceRank) {
+  sourceRank_.store(sourceRank);
+  std::exception_ptr torchError = error ? toTorchError(error) : nullptr;
+  // The future first: whoever returns from wait() may read the future's value at once.
+  if (torchError) {
+    future_->setError(torchError);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+  finish(torchError);  // wakes wait()
+}
+
+std::exception_ptr toTorchError(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const c10::Error&) {
+    return std::current_exception();
+  } catch (const CommError& e) {
+    try {
+      C10_THROW_ERROR(DistBackendError, e.what());
+    } catch (...) {
+      return std::current_exception();
+    }
+  } catch (const std::exception& e) {
+    try {
+      TORCH_CHECK(false, e.what());
+    } catch (...) {
+      return std::current_exception();
+    }
+  } catch (...) {
+    return std::current_exception();
+  }
+  return error;
+}
+
+}  // namespace ring

@@ -1,0 +1,39 @@
+// The Work returned by every collective of the ring backend. Completed by the worker thread;
+// an error reaches both the Work (wait / exception) and its Future (DDP reads the future).
+#pragma once
+
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <atomic>
+#include <vector>
+
+namespace ring {
+
+class RingWork : public c10d::Work {
+ public:
+  RingWork(int rank, c10d::OpType type, uint64_t seq, std::vector<at::Tensor> outputs);
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  std::vector<at::Tensor> result() override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  uint64_t getSequencenumber() const override;
+  int sourceRank() const override;
+
+  // Called once, on the thread that ran the collective.
+  void complete(std::exception_ptr error, int sourceRank = -1);
+
+ private:
+  uint64_t seq_;
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::atomic<int> sourceRank_{-1};
+};
+
+// Converts a core-library error into the exception type torch users know: communication
+// failures become DistBackendError, everything else RuntimeError.
+std::exception_ptr toTorchError(std::exception_ptr error);
+
+}  // namespace ring

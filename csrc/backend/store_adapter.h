@@ -1,0 +1,21 @@
+// Adapts the c10d store handed to the backend (already prefixed for this group) to the
+// torch-free Rendezvous interface of the core library.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "transport/rendezvous.h"
+
+namespace ring {
+
+class StoreRendezvous : public Rendezvous {
+ public:
+  explicit StoreRendezvous(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+};
+
+}  // namespace ring

@@ -1,0 +1,140 @@
+#include "backend/tensor_checks.h"
+
+#include <c10/util/Exception.h>
+
+#include "common/errors.h"
+
+namespace ring {
+
+void failUsage(const CheckScope& s, const std::string& text) {
+  TORCH_CHECK(false, "ring: ", s.collective, " on rank ", s.rank, ": ", text);
+  throw;  // unreachable
+}
+
+std::string shapeString(const at::Tensor& t) {
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += strCat(i ? ", " : "", t.size(i));
+  return s + "]";
+}
+
+DType toRingDType(const CheckScope& s, at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return DType::Float32;
+    case at::kDouble: return DType::Float64;
+    case at::kHalf: return DType::Float16;
+    case at::kBFloat16: return DType::BFloat16;
+    case at::kChar: return DType::Int8;
+    case at::kShort: return DType::Int16;
+    case at::kInt: return DType::Int32;
+    case at::kLong: return DType::Int64;
+    case at::kByte: return DType::UInt8;
+    case at::kBool: return DType::Bool;
+    default:
+      failUsage(s, strCat("dtype ", c10::toString(t), " is not supported; supported: float32, "
+                          "float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool"));
+  }
+}
+
+RedOp toRingOp(const CheckScope& s, const c10d::ReduceOp& op, at::ScalarType t, double* factor) {
+  RedOp r;
+  *factor = 1.0;
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: r = RedOp::Sum; break;
+    case c10d::ReduceOp::AVG: r = RedOp::Avg; break;
+    case c10d::ReduceOp::PRODUCT: r = RedOp::Product; break;
+    case c10d::ReduceOp::MIN: r = RedOp::Min; break;
+    case c10d::ReduceOp::MAX: r = RedOp::Max; break;
+    case c10d::ReduceOp::BAND: r = RedOp::BAnd; break;
+    case c10d::ReduceOp::BOR: r = RedOp::BOr; break;
+    case c10d::ReduceOp::BXOR: r = RedOp::BXor; break;
+    case c10d::ReduceOp::PREMUL_SUM: {
+      r = RedOp::PreMulSum;
+      auto* sup = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+      if (sup == nullptr) failUsage(s, "PREMUL_SUM without a factor");
+      if (sup->tensor_factor.defined()) {
+        if (sup->tensor_factor.numel() != 1) {
+          failUsage(s, strCat("PREMUL_SUM's factor tensor must hold one element, it has ",
+                              sup->tensor_factor.numel()));
+        }
+        *factor = sup->tensor_factor.item<double>();
+      } else {
+        *factor = sup->double_factor;
+      }
+      break;
+    }
+    default:
+      failUsage(s, strCat("reduce op ", static_cast<int>(op.op_), " is not supported"));
+  }
+  DType d = toRingDType(s, t);
+  if (!opSupported(d, r)) {
+    failUsage(s, strCat("reduce op ", redOpName(r), " is not defined for dtype ", dtypeName(d),
+                        isFloating(d) ? " (bitwise ops need an integer or bool tensor)"
+                                      : " (an average of bool values is not a bool)"));
+  }
+  return r;
+}
+
+void checkTensor(const CheckScope& s, const at::Tensor& t, const std::string& what) {
+  if (!t.defined()) failUsage(s, strCat(what, " is an undefined tensor"));
+  if (t.layout() != at::kStrided) {
+    failUsage(s, strCat(what, " is a ", c10::toString(t.layout()),
+                        " tensor; only dense tensors are supported (use .to_dense())"));
+  }
+  if (!t.device().is_cpu() && !t.device().is_cuda()) {
+    failUsage(s, strCat(what, " is on device ", t.device().str(), "; the ring backend serves "
+                        "cpu and cuda tensors"));
+  }
+  if (!t.is_contiguous()) {
+    failUsage(s, strCat(what, " is not contiguous (shape ", shapeString(t),
+                        "); collectives work in place, so pass a contiguous tensor and copy the "
+                        "result back"));
+  }
+  toRingDType(s, t.scalar_type());
+}
+
+void checkSingle(const CheckScope& s, const std::vector<at::Tensor>& v, const std::string& what) {
+  if (v.size() != 1) {
+    failUsage(s, strCat("expected exactly one ", what, " tensor (one device per rank), got ",
+                        v.size()));
+  }
+  checkTensor(s, v[0], what);
+}
+
+void checkSameDevice(const CheckScope& s, const at::Tensor& a, const at::Tensor& b) {
+  if (a.device() != b.device()) {
+    failUsage(s, strCat("tensors are on different devices (", a.device().str(), " and ",
+                        b.device().str(), "); all tensors of one call must share a device"));
+  }
+}
+
+void checkSameDType(const CheckScope& s, const at::Tensor& a, const at::Tensor& b,
+                    const std::string& what) {
+  if (a.scalar_type() != b.scalar_type()) {
+    failUsage(s, strCat(what, " has dtype ", c10::toString(b.scalar_type()), " but the input has ",
+                        c10::toString(a.scalar_type()), "; they must match"));
+  }
+}
+
+void checkRoot(const CheckScope& s, int64_t root, const char* argument) {
+  if (root < 0 || root >= s.size) {
+    failUsage(s, strCat("invalid ", argument, " ", root, ": expected a rank in [0, ", s.size - 1,
+                        "] of this group"));
+  }
+}
+
+void checkNumel(const CheckScope& s, const at::Tensor& t, int64_t expected, const std::string& what,
+                const std::string& why) {
+  if (t.numel() != expected) {
+    failUsage(s, strCat(what, " has ", t.numel(), " elements (shape ", shapeString(t),
+                        ") but ", expected, " are expected (", why, ")"));
+  }
+}
+
+void checkListSize(const CheckScope& s, size_t got, size_t expected, const std::string& what) {
+  if (got != expected) {
+    failUsage(s, strCat(what, " has ", got, " tensors but the group has ", expected,
+                        " ranks; pass one tensor per rank"));
+  }
+}
+
+}  // namespace ring

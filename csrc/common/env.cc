@@ -1,0 +1,45 @@
+#include "common/env.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common/errors.h"
+
+namespace ring {
+namespace {
+
+int64_t readInt(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  long long x = std::strtoll(v, &end, 10);
+  if (end == v || *end != '\0' || x < lo || x > hi) {
+    throw UsageError(strCat(name, "='", v, "' is not an integer in [", lo, ", ", hi, "]"));
+  }
+  return x;
+}
+
+int readLevel() {
+  const char* v = std::getenv("TORCH_RING_DEBUG");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "WARN") == 0) return kLogWarn;
+  if (std::strcmp(v, "INFO") == 0) return kLogInfo;
+  if (std::strcmp(v, "TRACE") == 0) return kLogTrace;
+  throw UsageError(strCat("TORCH_RING_DEBUG='", v, "' must be WARN, INFO or TRACE"));
+}
+
+}  // namespace
+
+const EnvKnobs& env() {
+  static const EnvKnobs knobs = [] {
+    EnvKnobs k;
+    k.slotBytes = readInt("TORCH_RING_SLOT_BYTES", 256 * 1024, 64, 64 * 1024 * 1024);
+    k.slotBytes = (k.slotBytes + 63) / 64 * 64;  // keep every payload 64-byte aligned
+    k.slots = static_cast<int>(readInt("TORCH_RING_SLOTS", 4, 2, 64));
+    k.spinIterations = static_cast<int>(readInt("TORCH_RING_SPIN", 2000, 0, 100000000));
+    k.debugLevel = readLevel();
+    return k;
+  }();
+  return knobs;
+}
+
+}  // namespace ring

@@ -1,0 +1,330 @@
+#include "executor/communicator.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+#include "common/env.h"
+#include "common/errors.h"
+#include "common/logging.h"
+#include "executor/cpu_executor.h"
+#include "kernels/reduce_table.h"
+#include "schedule/ring_plan.h"
+#include "transport/shm/shm_transport.h"
+
+namespace ring {
+
+std::string hostIdentity() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  std::string boot;
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::getline(f, boot);
+  // Processes in different IPC or PID namespaces cannot share /dev/shm segments or see each
+  // other's pids, so the namespaces are part of what "same host" means here.
+  struct stat ipc, pid;
+  std::string ns;
+  if (stat("/proc/self/ns/ipc", &ipc) == 0 && stat("/proc/self/ns/pid", &pid) == 0) {
+    ns = strCat(ipc.st_ino, "/", pid.st_ino);
+  }
+  return strCat(host, "|", boot, "|", ns);
+}
+
+namespace {
+
+std::unique_ptr<Transport> connect(Rendezvous& store, int rank, int size,
+                                   const ShmGeometry& geometry, std::chrono::milliseconds timeout) {
+  std::string mine = hostIdentity();
+  store.set(strCat("ring/host/", rank), mine);
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    std::string theirs = store.get(strCat("ring/host/", r), timeout);
+    if (theirs != mine) {
+      throw CommError(strCat(
+          "ring: rank ", rank, " and rank ", r, " are on different hosts (or namespaces): '",
+          mine, "' vs '", theirs, "'. This version connects ranks through shared memory only; "
+          "the TCP transport for several hosts is not implemented yet."));
+    }
+  }
+  return std::make_unique<ShmTransport>(store, rank, size, geometry, timeout);
+}
+
+int64_t sliceElems(int64_t slotBytes, DType t) {
+  return slotBytes / static_cast<int64_t>(elementSize(t));
+}
+
+}  // namespace
+
+Communicator::Communicator(Rendezvous& store, int rank, int size, const CommOptions& opts)
+    : rank_(rank), size_(size), groupName_(opts.groupName) {
+  RING_USAGE_CHECK(size >= 1 && rank >= 0 && rank < size, "ring: invalid rank ", rank,
+                   " for a group of size ", size);
+  ShmGeometry g;
+  g.nranks = size;
+  g.slotBytes = opts.slotBytes > 0 ? opts.slotBytes : env().slotBytes;
+  g.slots = opts.slots > 0 ? opts.slots : env().slots;
+  slotBytes_ = g.slotBytes;
+  transport_ = connect(store, rank, size, g, opts.timeout);
+  if (rank == 0) {
+    RING_LOG(kLogInfo, "group '", groupName_, "': ", size, " ranks, ring order 0 -> 1 -> ... -> ",
+             size - 1, " -> 0");
+  }
+  if (size > 1) {
+    RING_LOG(kLogInfo, "group '", groupName_, "': ", transport_->describeLink(ringNext(rank, size)));
+  }
+}
+
+Communicator::~Communicator() = default;
+
+void Communicator::checkHealth() { transport_->checkHealth(-1); }
+
+void Communicator::abort(const std::string& reason) {
+  transport_->markBroken(strCat("rank ", rank_, " aborted the group: ", reason));
+  transport_->abortLocal(reason);
+}
+
+WaitContext Communicator::waitContext(const Fingerprint& fp, const CallInfo& c) {
+  WaitContext ctx;
+  ctx.start = Clock::now();
+  ctx.timeout = c.timeout;
+  ctx.deadline = ctx.start + c.timeout;
+  std::string group = groupName_;
+  int rank = rank_, size = size_;
+  ctx.describe = [fp, group, rank, size] {
+    return strCat(describe(fp), " on rank ", rank, " of ", size, " in group '", group, "'");
+  };
+  Transport* t = transport_.get();
+  ctx.checkHealth = [t](int peer) { t->checkHealth(peer); };
+  return ctx;
+}
+
+// Runs one collective; a communication failure breaks the group for every rank (the state of
+// the FIFOs is no longer in step), a usage error leaves it usable.
+template <typename Body>
+void Communicator::guarded(const Fingerprint& fp, const CallInfo& c, Body&& body) {
+  transport_->checkHealth(-1);
+  WaitContext ctx = waitContext(fp, c);
+  try {
+    body(ctx);
+  } catch (const CommError& e) {
+    transport_->markBroken(e.what());
+    throw;
+  }
+}
+
+namespace {
+
+Fingerprint makeFp(Collective k, uint64_t seq, int64_t count, DType t, RedOp op, int root) {
+  Fingerprint f;
+  f.seq = seq;
+  f.count = count;
+  f.root = root;
+  f.collective = k;
+  f.dtype = t;
+  f.op = op;
+  return f;
+}
+
+PlanBuffers buffers(const void* in, void* out, DType t, RedOp op, int size) {
+  PlanBuffers io;
+  io.input = static_cast<const char*>(in);
+  io.output = static_cast<char*>(out);
+  io.elemSize = elementSize(t);
+  io.combine = combineFn(t, op);
+  io.divide = op == RedOp::Avg ? divideFn(t) : nullptr;
+  io.divisor = size;
+  return io;
+}
+
+}  // namespace
+
+void Communicator::allReduce(void* data, int64_t count, DType t, RedOp op, double factor,
+                             const CallInfo& c) {
+  Fingerprint fp = makeFp(Collective::AllReduce, c.seq, count, t, op, -1);
+  guarded(fp, c, [&](const WaitContext& ctx) {
+    // PREMUL_SUM scales this rank's contribution in place (all-reduce is in place anyway).
+    if (op == RedOp::PreMulSum) scaleFn(t)(data, data, factor, count);
+    if (size_ == 1) {
+      if (op == RedOp::Avg) divideFn(t)(data, 1, count);
+      return;
+    }
+    auto steps = planAllReduce(size_, rank_, count, sliceElems(slotBytes_, t));
+    runRingPlan(*transport_, steps, buffers(data, data, t, op, size_), fp, ctx);
+  });
+}
+
+void Communicator::reduceScatter(const void* input, void* output, int64_t countPerRank, DType t,
+                                 RedOp op, double factor, const CallInfo& c) {
+  Fingerprint fp = makeFp(Collective::ReduceScatter, c.seq, countPerRank, t, op, -1);
+  guarded(fp, c, [&](const WaitContext& ctx) {
+    std::vector<char> scaled;
+    const void* in = input;
+    if (op == RedOp::PreMulSum) {
+      // The caller's input must stay untouched, so the scaled contribution lives in a copy.
+      scaled.resize(static_cast<size_t>(countPerRank * size_) * elementSize(t));
+      scaleFn(t)(scaled.data(), input, factor, countPerRank * size_);
+      in = scaled.data();
+    }
+    auto steps = planReduceScatter(size_, rank_, countPerRank, sliceElems(slotBytes_, t));
+    runRingPlan(*transport_, steps, buffers(in, output, t, op, size_), fp, ctx);
+    if (size_ == 1 && op == RedOp::Avg) divideFn(t)(output, 1, countPerRank);
+  });
+}
+
+void Communicator::allGather(const void* input, void* output, int64_t countPerRank, DType t,
+                             const CallInfo& c) {
+  Fingerprint fp = makeFp(Collective::AllGather, c.seq, countPerRank, t, RedOp::Sum, -1);
+  guarded(fp, c, [&](const WaitContext& ctx) {
+    auto steps = planAllGather(size_, rank_, countPerRank, sliceElems(slotBytes_, t));
+    PlanBuffers io{static_cast<const char*>(input), static_cast<char*>(output), elementSize(t),
+                   nullptr, nullptr, 1};
+    runRingPlan(*transport_, steps, io, fp, ctx);
+  });
+}
+
+void Communicator::broadcast(void* data, int64_t count, DType t, int root, const CallInfo& c) {
+  Fingerprint fp = makeFp(Collective::Broadcast, c.seq, count, t, RedOp::Sum, root);
+  guarded(fp, c, [&](const WaitContext& ctx) {
+    auto steps = planBroadcast(size_, rank_, root, count, sliceElems(slotBytes_, t));
+    PlanBuffers io{static_cast<const char*>(data), static_cast<char*>(data), elementSize(t),
+                   nullptr, nullptr, 1};
+    runRingPlan(*transport_, steps, io, fp, ctx);
+  });
+}
+
+void Communicator::reduce(const void* input, void* output, int64_t count, DType t, RedOp op,
+                          double factor, int root, const CallInfo& c) {
+  Fingerprint fp = makeFp(Collective::Reduce, c.seq, count, t, op, root);
+  guarded(fp, c, [&](const WaitContext& ctx) {
+    std::vector<char> scaled;
+    const void* in = input;
+    if (op == RedOp::PreMulSum) {
+      scaled.resize(static_cast<size_t>(count) * elementSize(t));
+      scaleFn(t)(scaled.data(), input, factor, count);
+      in = scaled.data();
+    }
+    auto steps = planReduce(size_, rank_, root, count, sliceElems(slotBytes_, t));
+    runRingPlan(*transport_, steps, buffers(in, output, t, op, size_), fp, ctx);
+    if (size_ == 1 && op == RedOp::Avg) divideFn(t)(output, 1, count);
+  });
+}
+
+// Gather and scatter go directly between each rank and the root over the pairwise links: on
+// shared memory every link is equally close, and a relay around the ring would move the
+// blocks n/2 times more.
+void Communicator::gather(const void* input, void* output, int64_t countPerRank, DType t,
+                          int root, const CallInfo& c) {
+  Fingerprint fp = makeFp(Collective::Gather, c.seq, countPerRank, t, RedOp::Sum, root);
+  guarded(fp, c, [&](const WaitContext& ctx) {
+    const int64_t bytes = countPerRank * static_cast<int64_t>(elementSize(t));
+    if (rank_ != root) {
+      sendBytes(transport_->sendLink(Channel::Collective, root), rank_, input, bytes, fp, ctx);
+      return;
+    }
+    char* out = static_cast<char*>(output);
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) {
+        if (out + r * bytes != input && bytes > 0) std::memmove(out + r * bytes, input, bytes);
+        continue;
+      }
+      recvBytes(transport_->recvLink(Channel::Collective, r), rank_, out + r * bytes, bytes, fp,
+                ctx);
+    }
+  });
+}
+
+void Communicator::scatter(const void* input, void* output, int64_t countPerRank, DType t,
+                           int root, const CallInfo& c) {
+  Fingerprint fp = makeFp(Collective::Scatter, c.seq, countPerRank, t, RedOp::Sum, root);
+  guarded(fp, c, [&](const WaitContext& ctx) {
+    const int64_t bytes = countPerRank * static_cast<int64_t>(elementSize(t));
+    if (rank_ != root) {
+      recvBytes(transport_->recvLink(Channel::Collective, root), rank_, output, bytes, fp, ctx);
+      return;
+    }
+    const char* in = static_cast<const char*>(input);
+    // Start with the next rank so that the ranks are served in ring order from the root.
+    for (int k = 1; k < size_; ++k) {
+      int r = (rank_ + k) % size_;
+      sendBytes(transport_->sendLink(Channel::Collective, r), rank_, in + r * bytes, bytes, fp,
+                ctx);
+    }
+    if (in + rank_ * bytes != output && bytes > 0) std::memmove(output, in + rank_ * bytes, bytes);
+  });
+}
+
+// Pairwise exchange: in round k every rank sends to rank+k and receives from rank-k, so each
+// round is a permutation and no link is shared. Within a round, sends and receives alternate
+// slice by slice; with two or more slots per FIFO this cannot deadlock.
+void Communicator::allToAll(const void* input, void* output,
+                            const std::vector<int64_t>& sendCounts,
+                            const std::vector<int64_t>& sendOffsets,
+                            const std::vector<int64_t>& recvCounts,
+                            const std::vector<int64_t>& recvOffsets, DType t, const CallInfo& c) {
+  const int64_t esize = static_cast<int64_t>(elementSize(t));
+  Fingerprint fp = makeFp(Collective::AllToAll, c.seq, 0, t, RedOp::Sum, -1);
+  guarded(fp, c, [&](const WaitContext& ctx) {
+    const char* in = static_cast<const char*>(input);
+    char* out = static_cast<char*>(output);
+    if (recvCounts[rank_] > 0 && out + recvOffsets[rank_] != in + sendOffsets[rank_]) {
+      std::memmove(out + recvOffsets[rank_], in + sendOffsets[rank_], recvCounts[rank_]);
+    }
+    for (int k = 1; k < size_; ++k) {
+      const int to = (rank_ + k) % size_;
+      const int from = (rank_ - k + size_) % size_;
+      SendLink& sl = transport_->sendLink(Channel::Collective, to);
+      RecvLink& rl = transport_->recvLink(Channel::Collective, from);
+      // Per-pair fingerprints carry the element count of that pair, so that uneven splits
+      // that the two sides disagree on are caught.
+      Fingerprint sfp = fp, rfp = fp;
+      sfp.count = sendCounts[to] / esize;
+      rfp.count = recvCounts[from] / esize;
+      const int64_t cap = sl.capacity();
+      int64_t sent = 0, got = 0, sendStep = 0, recvStep = 0;
+      bool sendDone = false, recvDone = false;
+      while (!sendDone || !recvDone) {
+        if (!sendDone) {
+          int64_t chunk = std::min(cap, sendCounts[to] - sent);
+          OutSlot o = sl.acquire(ctx);
+          if (chunk > 0) std::memcpy(o.payload, in + sendOffsets[to] + sent, chunk);
+          o.header->magic = kMessageMagic;
+          o.header->sender = rank_;
+          o.header->step = sendStep++;
+          o.header->payloadBytes = chunk;
+          o.header->fingerprint = sfp;
+          sl.publish();
+          sent += chunk;
+          sendDone = sent >= sendCounts[to];
+        }
+        if (!recvDone) {
+          InSlot i = rl.receive(ctx);
+          int64_t left = recvCounts[from] - got;
+          int64_t chunk = std::min(cap, left);
+          verifyHeader(*i.header, rank_, from, recvStep++, chunk, rfp);
+          if (chunk > 0) std::memcpy(out + recvOffsets[from] + got, i.payload, chunk);
+          rl.release();
+          got += chunk;
+          recvDone = got >= recvCounts[from];
+        }
+      }
+    }
+  });
+}
+
+// A zero-length all-reduce: every rank's last receive depends on every rank having sent, so
+// nobody leaves before everybody has arrived. Its messages carry the barrier's fingerprint.
+void Communicator::barrier(const CallInfo& c) {
+  Fingerprint fp = makeFp(Collective::Barrier, c.seq, 0, DType::UInt8, RedOp::Sum, -1);
+  guarded(fp, c, [&](const WaitContext& ctx) {
+    if (size_ == 1) return;
+    auto steps = planAllReduce(size_, rank_, 0, 1);
+    char dummy = 0;
+    runRingPlan(*transport_, steps, buffers(&dummy, &dummy, DType::UInt8, RedOp::Sum, size_), fp,
+                ctx);
+  });
+}
+
+}  // namespace ring

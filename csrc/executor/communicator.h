@@ -1,0 +1,93 @@
+// A group of ranks and the collectives it runs on host memory: the torch-free heart of the
+// backend. The backend layer turns tensors into pointers and counts and calls these on its
+// worker thread; C++ tests call them directly with threads as ranks.
+//
+// Every call takes the collective's sequence number (the same on every rank) and a timeout
+// that bounds every wait inside it. A communication failure (timeout, dead peer, mismatch)
+// marks the whole group broken, so that every rank's current or next call fails fast with the
+// first rank's reason, instead of hanging.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/types.h"
+#include "transport/link.h"
+#include "transport/rendezvous.h"
+
+namespace ring {
+
+struct CommOptions {
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};  // for set-up
+  std::string groupName = "default";
+  int64_t slotBytes = 0;  // 0: TORCH_RING_SLOT_BYTES
+  int slots = 0;          // 0: TORCH_RING_SLOTS
+};
+
+struct CallInfo {
+  uint64_t seq;
+  std::chrono::milliseconds timeout;
+};
+
+class Communicator {
+ public:
+  // Collective over the group: sets up the links to every peer through `store`.
+  Communicator(Rendezvous& store, int rank, int size, const CommOptions& opts);
+  ~Communicator();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& groupName() const { return groupName_; }
+  Transport& transport() { return *transport_; }
+
+  // In place. PREMUL_SUM multiplies every contribution by `factor` first; AVG divides the sum
+  // by the group size (integers truncate toward zero).
+  void allReduce(void* data, int64_t count, DType t, RedOp op, double factor, const CallInfo& c);
+  // input: size * countPerRank elements; output: countPerRank. Input is not modified.
+  void reduceScatter(const void* input, void* output, int64_t countPerRank, DType t, RedOp op,
+                     double factor, const CallInfo& c);
+  // input: countPerRank elements (may alias block `rank` of output); output: size * that.
+  void allGather(const void* input, void* output, int64_t countPerRank, DType t,
+                 const CallInfo& c);
+  void broadcast(void* data, int64_t count, DType t, int root, const CallInfo& c);
+  // output is only written on the root.
+  void reduce(const void* input, void* output, int64_t count, DType t, RedOp op, double factor,
+              int root, const CallInfo& c);
+  // output (root only): size * countPerRank elements, block r from rank r.
+  void gather(const void* input, void* output, int64_t countPerRank, DType t, int root,
+              const CallInfo& c);
+  // input (root only): size * countPerRank elements, block r to rank r.
+  void scatter(const void* input, void* output, int64_t countPerRank, DType t, int root,
+               const CallInfo& c);
+  // Byte counts and offsets per peer; sendCounts[r] bytes go to rank r, recvCounts[r] bytes
+  // arrive from rank r.
+  void allToAll(const void* input, void* output, const std::vector<int64_t>& sendCounts,
+                const std::vector<int64_t>& sendOffsets, const std::vector<int64_t>& recvCounts,
+                const std::vector<int64_t>& recvOffsets, DType t, const CallInfo& c);
+  void barrier(const CallInfo& c);
+
+  // Fails every current and future wait of this rank with `reason`, and tells the others.
+  void abort(const std::string& reason);
+  // Throws if the group is already broken or aborted (cheap; called before each collective).
+  void checkHealth();
+  // Builds the WaitContext of one call ("all_reduce of ... on rank r of group g").
+  WaitContext waitContext(const Fingerprint& fp, const CallInfo& c);
+
+ private:
+  template <typename Body>
+  void guarded(const Fingerprint& fp, const CallInfo& c, Body&& body);
+
+  int rank_;
+  int size_;
+  std::string groupName_;
+  int64_t slotBytes_;
+  std::unique_ptr<Transport> transport_;
+};
+
+// The identity of this machine for transport selection: ranks with equal keys share memory.
+std::string hostIdentity();
+
+}  // namespace ring

@@ -1,0 +1,73 @@
+#include "executor/flight_recorder.h"
+
+#include "common/errors.h"
+
+namespace ring {
+
+FlightRecorder::FlightRecorder(size_t capacity)
+    : capacity_(capacity), origin_(std::chrono::steady_clock::now()) {}
+
+double FlightRecorder::nowMs() const {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - origin_)
+      .count();
+}
+
+uint64_t FlightRecorder::recordQueued(uint64_t seq, std::string collective, std::string detail) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  FlightEntry e;
+  e.seq = seq;
+  e.collective = std::move(collective);
+  e.detail = std::move(detail);
+  e.state = "queued";
+  e.queuedAtMs = nowMs();
+  entries_.emplace_back(nextId_, std::move(e));
+  while (entries_.size() > capacity_) entries_.pop_front();
+  return nextId_++;
+}
+
+FlightEntry* FlightRecorder::find(uint64_t id) {
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+    if (it->first == id) return &it->second;
+  }
+  return nullptr;  // already evicted: nothing to update
+}
+
+void FlightRecorder::markStarted(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (FlightEntry* e = find(id)) {
+    e->state = "running";
+    e->startedAtMs = nowMs();
+  }
+}
+
+void FlightRecorder::markEnded(uint64_t id, const std::string& error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (FlightEntry* e = find(id)) {
+    e->state = error.empty() ? "completed" : "failed";
+    e->endedAtMs = nowMs();
+    e->error = error;
+  }
+}
+
+std::vector<FlightEntry> FlightRecorder::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<FlightEntry> out;
+  out.reserve(entries_.size());
+  for (const auto& p : entries_) out.push_back(p.second);
+  return out;
+}
+
+std::string FlightRecorder::dump() const {
+  std::string s;
+  for (const FlightEntry& e : snapshot()) {
+    s += strCat("  seq ", e.seq, " ", e.collective, " ", e.detail, " ", e.state,
+                e.startedAtMs >= 0 && e.endedAtMs >= 0
+                    ? strCat(" in ", e.endedAtMs - e.startedAtMs, " ms")
+                    : std::string(),
+                e.error.empty() ? std::string() : strCat(" error: ", e.error.substr(0, 200)),
+                "\n");
+  }
+  return s;
+}
+
+}  // namespace ring

@@ -1,0 +1,46 @@
+// The last N collectives of a group, kept in memory: what each rank was doing when something
+// went wrong. Dumped to the log on a failure and readable from Python.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace ring {
+
+struct FlightEntry {
+  uint64_t seq = 0;
+  std::string collective;  // "all_reduce"
+  std::string detail;      // "1000 x float32, op SUM"
+  std::string state;       // queued | running | completed | failed
+  double queuedAtMs = 0;   // since the recorder was created
+  double startedAtMs = -1;
+  double endedAtMs = -1;
+  std::string error;
+};
+
+class FlightRecorder {
+ public:
+  explicit FlightRecorder(size_t capacity = 64);
+  // Returns an id used by the updates below.
+  uint64_t recordQueued(uint64_t seq, std::string collective, std::string detail);
+  void markStarted(uint64_t id);
+  void markEnded(uint64_t id, const std::string& error);
+  std::vector<FlightEntry> snapshot() const;
+  // One line per entry, oldest first.
+  std::string dump() const;
+
+ private:
+  FlightEntry* find(uint64_t id);
+  double nowMs() const;
+  size_t capacity_;
+  mutable std::mutex mutex_;
+  std::deque<std::pair<uint64_t, FlightEntry>> entries_;
+  uint64_t nextId_ = 0;
+  std::chrono::steady_clock::time_point origin_;
+};
+
+}  // namespace ring

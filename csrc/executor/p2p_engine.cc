@@ -1,0 +1,235 @@
+#include "executor/p2p_engine.h"
+
+#include <cstring>
+#include <thread>
+
+#include "common/errors.h"
+#include "executor/cpu_executor.h"
+
+namespace ring {
+
+P2PEngine::P2PEngine(Transport& transport, std::string groupName)
+    : transport_(transport),
+      groupName_(std::move(groupName)),
+      sendSeq_(static_cast<size_t>(transport.size()), 0),
+      recvSeq_(static_cast<size_t>(transport.size()), 0) {
+  thread_ = std::thread([this] { run(); });
+}
+
+P2PEngine::~P2PEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void P2PEngine::post(P2POp op) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    incoming_.push_back(std::move(op));
+  }
+  wake_.notify_all();
+}
+
+void P2PEngine::failAll(const std::string& reason) {
+  std::deque<P2POp> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    dropped.swap(incoming_);
+  }
+  for (auto& op : dropped) {
+    op.done(std::make_exception_ptr(CommError(reason)), op.peer);
+  }
+  // Operations already on the engine fail at their next health check (the transport is
+  // aborted by the caller).
+}
+
+bool P2PEngine::blockedByEarlier(const Pending& p, const std::list<Pending>& before) const {
+  for (const Pending& e : before) {
+    if (&e == &p) return false;
+    if (e.op.isSend != p.op.isSend) continue;
+    if (p.op.isSend && e.op.peer == p.op.peer) return true;
+    if (!p.op.isSend) {
+      // A receive waits for earlier receives from the same source; an any-source receive
+      // waits for every earlier unresolved receive (so that matching stays in post order).
+      if (e.boundPeer < 0) return true;
+      if (p.boundPeer >= 0 && e.boundPeer == p.boundPeer) return true;
+    }
+  }
+  return false;
+}
+
+bool P2PEngine::progress(Pending& p) {
+  const int me = transport_.rank();
+  const int64_t cap = transport_.sendLink(Channel::PointToPoint, me == 0 ? 1 : 0).capacity();
+  Fingerprint fp;
+  fp.collective = Collective::PointToPoint;
+  fp.dtype = DType::UInt8;
+  fp.count = p.op.bytes;
+  fp.root = p.op.tag;
+  bool moved = false;
+  if (p.op.isSend) {
+    SendLink& link = transport_.sendLink(Channel::PointToPoint, p.op.peer);
+    fp.seq = p.pairSeq;
+    OutSlot out;
+    while (p.moved < p.op.bytes || p.step == 0) {
+      if (!link.tryAcquire(&out)) break;
+      int64_t chunk = std::min(cap, p.op.bytes - p.moved);
+      if (chunk > 0) {
+        std::memcpy(out.payload, static_cast<const char*>(p.op.data) + p.moved,
+                    static_cast<size_t>(chunk));
+      }
+      out.header->magic = kMessageMagic;
+      out.header->sender = me;
+      out.header->step = p.step++;
+      out.header->payloadBytes = chunk;
+      out.header->fingerprint = fp;
+      link.publish();
+      p.moved += chunk;
+      moved = true;
+    }
+    return moved;
+  }
+  if (p.boundPeer < 0) {
+    // Any source: the first peer with a message waiting, scanning from the next rank on.
+    for (int k = 1; k < transport_.size() && p.boundPeer < 0; ++k) {
+      int src = (me + k) % transport_.size();
+      InSlot probe;
+      if (transport_.recvLink(Channel::PointToPoint, src).tryReceive(&probe)) {
+        p.boundPeer = src;
+        p.pairSeq = recvSeq_[src]++;
+      }
+    }
+    if (p.boundPeer < 0) return false;
+  }
+  RecvLink& link = transport_.recvLink(Channel::PointToPoint, p.boundPeer);
+  fp.seq = p.pairSeq;
+  InSlot in;
+  while (p.moved < p.op.bytes || p.step == 0) {
+    if (!link.tryReceive(&in)) break;
+    int64_t chunk = std::min(cap, p.op.bytes - p.moved);
+    const MessageHeader& h = *in.header;
+    if (h.fingerprint.collective == Collective::PointToPoint && h.fingerprint.root != p.op.tag &&
+        h.fingerprint.seq == fp.seq) {
+      throw CommError(strCat("ring: recv on rank ", me, " expected tag ", p.op.tag,
+                             " but rank ", p.boundPeer, " sent tag ", h.fingerprint.root,
+                             " (message ", fp.seq, " between them); this backend matches "
+                             "sends and receives between two ranks in posting order"));
+    }
+    if (h.fingerprint.collective == Collective::PointToPoint && h.fingerprint.count != p.op.bytes &&
+        h.fingerprint.seq == fp.seq) {
+      throw CommError(strCat("ring: recv on rank ", me, " of ", p.op.bytes,
+                             " bytes (tag ", p.op.tag, ") but rank ", p.boundPeer, " sent ",
+                             h.fingerprint.count, " bytes"));
+    }
+    verifyHeader(h, me, p.boundPeer, p.step, chunk, fp);
+    if (chunk > 0) {
+      std::memcpy(static_cast<char*>(p.op.data) + p.moved, in.payload, static_cast<size_t>(chunk));
+    }
+    link.release();
+    p.moved += chunk;
+    p.step++;
+    moved = true;
+  }
+  return moved;
+}
+
+void P2PEngine::finish(Pending& p, std::exception_ptr error) {
+  p.op.done(error, p.boundPeer);
+}
+
+void P2PEngine::run() {
+  int idleRounds = 0;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (pending_.empty()) {
+        wake_.wait(lock, [&] { return stop_ || !incoming_.empty(); });
+      }
+      if (stop_) break;
+      while (!incoming_.empty()) {
+        P2POp op = std::move(incoming_.front());
+        incoming_.pop_front();
+        Pending p;
+        p.start = Clock::now();
+        p.boundPeer = op.isSend ? op.peer : op.peer;  // -1 for any-source receives
+        if (op.isSend) {
+          p.pairSeq = sendSeq_[op.peer]++;
+        } else if (op.peer >= 0) {
+          p.pairSeq = recvSeq_[op.peer]++;
+        }
+        p.op = std::move(op);
+        pending_.push_back(std::move(p));
+      }
+    }
+    bool anyMoved = false;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      Pending& p = *it;
+      std::exception_ptr error;
+      bool complete = false;
+      try {
+        if (!blockedByEarlier(p, pending_)) {
+          anyMoved |= progress(p);
+          complete = p.step > 0 && p.moved >= p.op.bytes;
+        }
+        if (!complete) {
+          auto now = Clock::now();
+          if (now - p.start > p.op.timeout) {
+            throw TimeoutError(strCat(
+                "ring: ", p.op.isSend ? "send to" : "recv from",
+                p.op.peer >= 0 || p.boundPeer >= 0 ? " rank " : " any rank",
+                p.boundPeer >= 0 ? strCat(p.boundPeer) : std::string(), " (", p.op.bytes,
+                " bytes, tag ", p.op.tag, ") on rank ", transport_.rank(), " of group '",
+                groupName_, "' timed out after ", p.op.timeout.count(),
+                " ms: the peer never posted the matching ", p.op.isSend ? "recv" : "send"));
+          }
+        }
+      } catch (const CommError& e) {
+        transport_.markBroken(e.what());
+        error = std::current_exception();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      if (complete || error) {
+        finish(p, error);
+        it = pending_.erase(it);
+        anyMoved = true;
+      } else {
+        ++it;
+      }
+    }
+    if (anyMoved) {
+      idleRounds = 0;
+      continue;
+    }
+    // Nothing could move: back off from spinning to short sleeps, and look at the group's
+    // health now and then so that a dead peer or an abort fails the pending operations.
+    ++idleRounds;
+    if (idleRounds % 64 == 0) {
+      try {
+        transport_.checkHealth(-1);
+      } catch (...) {
+        auto error = std::current_exception();
+        for (auto& p : pending_) finish(p, error);
+        pending_.clear();
+        continue;
+      }
+    }
+    if (idleRounds < 100) {
+      std::this_thread::yield();
+    } else {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait_for(lock, std::chrono::microseconds(idleRounds < 1000 ? 50 : 1000),
+                     [&] { return stop_ || !incoming_.empty(); });
+    }
+  }
+  for (auto& p : pending_) {
+    finish(p, std::make_exception_ptr(CommError("ring: the process group was shut down with "
+                                                "this send/recv still pending")));
+  }
+  pending_.clear();
+}
+
+}  // namespace ring

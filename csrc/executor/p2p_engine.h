@@ -1,0 +1,72 @@
+// Point-to-point sends and receives, progressed by one thread of their own.
+//
+// Why a progress engine rather than blocking calls: batch_isend_irecv and ring exchanges post
+// a send to a peer that is itself sending to us. Blocking in the first send until the peer
+// receives would deadlock once a message exceeds the FIFO. Instead every pending operation
+// moves forward whenever its link allows, one slot at a time.
+//
+// Matching: per (peer, direction), operations complete in the order they were posted (as in
+// NCCL); the tag travels in the header and a receive whose tag differs from the send's fails
+// with both tags named. A receive from any source takes the first peer with a message waiting.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <list>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/link.h"
+
+namespace ring {
+
+struct P2POp {
+  bool isSend = true;
+  int peer = -1;  // -1: receive from any source
+  int tag = 0;
+  void* data = nullptr;
+  int64_t bytes = 0;
+  std::chrono::milliseconds timeout{0};
+  // Called on the engine thread when the operation ends: error (or null), and the source rank.
+  std::function<void(std::exception_ptr, int)> done;
+};
+
+class P2PEngine {
+ public:
+  P2PEngine(Transport& transport, std::string groupName);
+  ~P2PEngine();
+  void post(P2POp op);
+  // Fails every pending operation with `reason` (abort / shutdown).
+  void failAll(const std::string& reason);
+
+ private:
+  struct Pending {
+    P2POp op;
+    Clock::time_point start;
+    int boundPeer;  // resolved source of an any-source receive, -1 until known
+    uint64_t pairSeq = 0;
+    int64_t moved = 0;
+    int64_t step = 0;
+  };
+  void run();
+  bool progress(Pending& p);           // true if anything moved
+  bool blockedByEarlier(const Pending& p, const std::list<Pending>& before) const;
+  void finish(Pending& p, std::exception_ptr error);
+
+  Transport& transport_;
+  std::string groupName_;
+  std::vector<uint64_t> sendSeq_, recvSeq_;  // per peer, operations begun
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<P2POp> incoming_;
+  std::list<Pending> pending_;  // engine thread only
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ring

@@ -1,0 +1,120 @@
+// Element-wise reduction functors for every (dtype, op) pair this project supports, written
+// once for host and device. The CPU executor calls them through a type-erased table
+// (reduce_table.h); the CUDA kernels instantiate them directly.
+//
+// 16-bit floats are widened to float, combined, and rounded once: the same result as the
+// native half / bfloat16 arithmetic of a GPU. Bool is stored as one byte holding 0 or 1; SUM
+// and MAX on bool mean OR, PRODUCT and MIN mean AND (as NCCL maps them).
+#pragma once
+
+#include <cstdint>
+
+#include "common/hostdevice.h"
+#include "common/types.h"
+#include "kernels/half_bits.h"
+
+namespace ring {
+
+// Storage type of each DType.
+template <DType D> struct StorageOf;
+template <> struct StorageOf<DType::Float32> { using type = float; };
+template <> struct StorageOf<DType::Float64> { using type = double; };
+template <> struct StorageOf<DType::Float16> { using type = Half; };
+template <> struct StorageOf<DType::BFloat16> { using type = BFloat16; };
+template <> struct StorageOf<DType::Int8> { using type = int8_t; };
+template <> struct StorageOf<DType::Int16> { using type = int16_t; };
+template <> struct StorageOf<DType::Int32> { using type = int32_t; };
+template <> struct StorageOf<DType::Int64> { using type = int64_t; };
+template <> struct StorageOf<DType::UInt8> { using type = uint8_t; };
+template <> struct StorageOf<DType::Bool> { using type = uint8_t; };
+
+// The type arithmetic is done in, and conversions to and from storage.
+template <typename T> struct Arith { using type = T; };
+template <> struct Arith<Half> { using type = float; };
+template <> struct Arith<BFloat16> { using type = float; };
+
+template <typename T> RING_HOST_DEVICE typename Arith<T>::type widen(T v) { return v; }
+RING_HOST_DEVICE float widen(Half v) { return toFloat(v); }
+RING_HOST_DEVICE float widen(BFloat16 v) { return toFloat(v); }
+
+template <typename T> RING_HOST_DEVICE T narrow(typename Arith<T>::type v) { return static_cast<T>(v); }
+template <> RING_HOST_DEVICE Half narrow<Half>(float v) { return toHalf(v); }
+template <> RING_HOST_DEVICE BFloat16 narrow<BFloat16>(float v) { return toBFloat16(v); }
+
+// Binary combine for one (dtype, op). AVG and PREMUL_SUM combine as SUM; their scaling is a
+// separate pre/post step (scaleElements / divideElements).
+template <DType D, RedOp Op> struct Combine {
+  using T = typename StorageOf<D>::type;
+  using A = typename Arith<T>::type;
+  RING_HOST_DEVICE static T apply(T x, T y) {
+    A a = widen(x), b = widen(y);
+    if (D == DType::Bool) {
+      bool p = a != 0, q = b != 0;
+      bool r;
+      switch (Op) {
+        case RedOp::Sum: case RedOp::Max: case RedOp::BOr: r = p || q; break;
+        case RedOp::Product: case RedOp::Min: case RedOp::BAnd: r = p && q; break;
+        case RedOp::BXor: r = p != q; break;
+        default: r = p || q; break;
+      }
+      return narrow<T>(static_cast<A>(r ? 1 : 0));
+    }
+    switch (Op) {
+      case RedOp::Sum: case RedOp::Avg: case RedOp::PreMulSum: return narrow<T>(static_cast<A>(a + b));
+      case RedOp::Product: return narrow<T>(static_cast<A>(a * b));
+      // NaN wins for floating MIN/MAX, as torch.maximum / minimum propagate it.
+      case RedOp::Max: return narrow<T>(a != a ? a : (b != b ? b : (a > b ? a : b)));
+      case RedOp::Min: return narrow<T>(a != a ? a : (b != b ? b : (a < b ? a : b)));
+      // Bitwise ops: only integer types reach here (floating pairs are refused by opSupported).
+      case RedOp::BAnd: return narrow<T>(static_cast<A>(asInt(a) & asInt(b)));
+      case RedOp::BOr: return narrow<T>(static_cast<A>(asInt(a) | asInt(b)));
+      default: return narrow<T>(static_cast<A>(asInt(a) ^ asInt(b)));
+    }
+  }
+  template <typename U> RING_HOST_DEVICE static int64_t asInt(U v) { return static_cast<int64_t>(v); }
+};
+
+// dst[i] = a[i] (op) b[i]. dst may alias a or b.
+template <DType D, RedOp Op>
+RING_HOST_DEVICE void combineRange(void* dst, const void* a, const void* b, int64_t begin,
+                                   int64_t end) {
+  using T = typename StorageOf<D>::type;
+  T* out = static_cast<T*>(dst);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  for (int64_t i = begin; i < end; ++i) out[i] = Combine<D, Op>::apply(x[i], y[i]);
+}
+
+// v[i] = v[i] / divisor, for AVG's final step. Integers divide with truncation toward zero.
+template <DType D>
+RING_HOST_DEVICE void divideRange(void* data, int64_t divisor, int64_t begin, int64_t end) {
+  using T = typename StorageOf<D>::type;
+  using A = typename Arith<T>::type;
+  T* v = static_cast<T*>(data);
+  for (int64_t i = begin; i < end; ++i) {
+    v[i] = narrow<T>(static_cast<A>(widen(v[i]) / static_cast<A>(divisor)));
+  }
+}
+
+// out[i] = in[i] * factor, for PREMUL_SUM's pre-multiplication. Computed in double and
+// converted back (integers truncate toward zero).
+template <DType D>
+RING_HOST_DEVICE void scaleRange(void* out, const void* in, double factor, int64_t begin,
+                                 int64_t end) {
+  using T = typename StorageOf<D>::type;
+  using A = typename Arith<T>::type;
+  T* o = static_cast<T*>(out);
+  const T* x = static_cast<const T*>(in);
+  for (int64_t i = begin; i < end; ++i) {
+    o[i] = narrow<T>(static_cast<A>(static_cast<double>(widen(x[i])) * factor));
+  }
+}
+
+// Calls fn.template operator()<D, Op>() for the runtime pair; the single list of
+// instantiations shared by the CPU table and the CUDA launcher.
+#define RING_FOR_EACH_DTYPE(X) \
+  X(Float32) X(Float64) X(Float16) X(BFloat16) X(Int8) X(Int16) X(Int32) X(Int64) X(UInt8) X(Bool)
+#define RING_FOR_EACH_OP(X) \
+  X(Sum) X(Avg) X(Product) X(Min) X(Max) X(BAnd) X(BOr) X(BXor) X(PreMulSum)
+
+}  // namespace ring

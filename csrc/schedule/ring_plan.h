@@ -1,0 +1,71 @@
+// Ring schedules as data: the list of primitive steps one rank performs for a collective.
+//
+// A plan is a pure function of (collective, nranks, rank, sizes, slice size). The CPU executor
+// interprets it over links to the ring neighbours; the CUDA kernels walk the same sequence with
+// the same partition arithmetic. Tests run every rank's plan in a single-threaded simulator.
+//
+// Data always flows rank r -> rank r+1 (ringNext). Every step that sends puts exactly one
+// message on the link to the next rank; every step that receives takes exactly one message
+// from the previous rank. Within one pipeline loop a rank alternates send/receive, so a FIFO
+// of two or more slots per link can never deadlock (see docs/algorithms.md).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "schedule/partition.h"
+
+namespace ring {
+
+enum class Prim : uint8_t {
+  Send,                // input[src]                      -> next
+  RecvReduceSend,      // prev (op) input[src]            -> next
+  RecvReduceCopySend,  // prev (op) input[src], finalized -> output[dst] and next
+  RecvReduceCopy,      // prev (op) input[src], finalized -> output[dst]
+  RecvCopySend,        // prev                            -> output[dst] and next
+  Recv,                // prev                            -> output[dst]
+  Copy,                // input[src]                      -> output[dst]   (local, no message)
+};
+
+const char* primName(Prim p);
+
+// Offsets and count are in elements. `src` indexes the input buffer, `dst` the output buffer
+// (they are the same buffer for in-place collectives).
+struct Step {
+  Prim prim;
+  int64_t src;
+  int64_t dst;
+  int64_t count;
+};
+
+inline bool primSends(Prim p) {
+  return p == Prim::Send || p == Prim::RecvReduceSend || p == Prim::RecvReduceCopySend ||
+         p == Prim::RecvCopySend;
+}
+inline bool primReceives(Prim p) { return p != Prim::Send && p != Prim::Copy; }
+inline bool primReduces(Prim p) {
+  return p == Prim::RecvReduceSend || p == Prim::RecvReduceCopySend || p == Prim::RecvReduceCopy;
+}
+
+// All-reduce in place on `count` elements: ring reduce-scatter then ring all-gather,
+// 2(n-1) messages per loop; chunk k is chunkRange(count, n, k).
+std::vector<Step> planAllReduce(int nranks, int rank, int64_t count, int64_t sliceElems);
+
+// Reduce-scatter: input holds nranks * countPerRank elements, output countPerRank; rank r ends
+// with the reduction of every rank's block r. n-1 messages per loop.
+std::vector<Step> planReduceScatter(int nranks, int rank, int64_t countPerRank,
+                                    int64_t sliceElems);
+
+// All-gather: input holds countPerRank elements, output nranks * countPerRank; block r of the
+// output is rank r's input. n-1 messages per loop.
+std::vector<Step> planAllGather(int nranks, int rank, int64_t countPerRank, int64_t sliceElems);
+
+// Broadcast in place from `root`: a pipelined chain root -> root+1 -> ... -> root-1.
+std::vector<Step> planBroadcast(int nranks, int rank, int root, int64_t count,
+                                int64_t sliceElems);
+
+// Reduce to `root`: a pipelined chain root+1 -> root+2 -> ... -> root, each hop reducing.
+// Non-root ranks leave their output untouched.
+std::vector<Step> planReduce(int nranks, int rank, int root, int64_t count, int64_t sliceElems);
+
+}  // namespace ring

@@ -1,0 +1,50 @@
+// The header every message carries: who sent it, and for which collective.
+//
+// Why: ranks that disagree (a different collective, size, dtype, op or root, or the same calls
+// in another order) would otherwise hang or reduce garbage. The receiver compares the header
+// with what it expects for its own current collective and turns any difference into an error
+// naming both sides. The check costs one 64-byte compare per slice.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "common/types.h"
+
+namespace ring {
+
+constexpr uint32_t kMessageMagic = 0x52494e47u;  // "RING"
+
+struct Fingerprint {
+  uint64_t seq = 0;         // collective sequence number in the group (p2p: per-pair count)
+  int64_t count = 0;        // elements of the collective as the sender sees it
+  int32_t root = -1;        // root rank, or the tag for send/recv, or -1
+  Collective collective = Collective::AllReduce;
+  DType dtype = DType::UInt8;
+  RedOp op = RedOp::Sum;
+  uint8_t reserved = 0;
+
+  bool operator==(const Fingerprint& o) const {
+    return seq == o.seq && count == o.count && root == o.root && collective == o.collective &&
+           dtype == o.dtype && op == o.op;
+  }
+  bool operator!=(const Fingerprint& o) const { return !(*this == o); }
+};
+
+// "all_reduce of 1000 float32 (op SUM), sequence 17"
+std::string describe(const Fingerprint& f);
+
+struct MessageHeader {
+  uint32_t magic;
+  int32_t sender;          // group rank of the sender
+  int64_t step;            // index of this message within the collective on this link
+  int64_t payloadBytes;    // bytes following the header in this slot
+  Fingerprint fingerprint;
+  uint8_t pad[64 - 24 - sizeof(Fingerprint)];
+};
+static_assert(sizeof(MessageHeader) == 64, "one cache line per header");
+static_assert(std::is_trivially_copyable<MessageHeader>::value,
+              "headers are copied between processes as bytes");
+
+}  // namespace ring

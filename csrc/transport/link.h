@@ -1,0 +1,73 @@
+// What an algorithm sees of the network: one-directional links to peers, each a FIFO of
+// fixed-size message slots. A transport (shared memory today; TCP next) implements them.
+//
+// Protocol of a link, for the sender:   acquire -> fill header + payload -> publish
+//                     for the receiver: receive -> read header + payload -> release
+// Messages on a link are delivered in order; a slot's payload is at most capacity() bytes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "transport/fingerprint.h"
+#include "transport/wait.h"
+
+namespace ring {
+
+struct OutSlot {
+  MessageHeader* header;
+  void* payload;
+};
+
+struct InSlot {
+  const MessageHeader* header;
+  const void* payload;
+};
+
+// Links come in two independent channels so that point-to-point traffic (served by its own
+// thread) never interleaves with the collective stream on the same FIFO.
+enum class Channel : int { Collective = 0, PointToPoint = 1 };
+constexpr int kChannels = 2;
+
+class SendLink {
+ public:
+  virtual ~SendLink() = default;
+  virtual int peer() const = 0;
+  virtual int64_t capacity() const = 0;
+  // Waits (bounded by ctx) until a slot is free.
+  virtual OutSlot acquire(const WaitContext& ctx) = 0;
+  // Returns false at once if no slot is free.
+  virtual bool tryAcquire(OutSlot* slot) = 0;
+  // Makes the acquired slot visible to the receiver.
+  virtual void publish() = 0;
+};
+
+class RecvLink {
+ public:
+  virtual ~RecvLink() = default;
+  virtual int peer() const = 0;
+  // Waits (bounded by ctx) for the next message.
+  virtual InSlot receive(const WaitContext& ctx) = 0;
+  // Returns false at once if no message is waiting.
+  virtual bool tryReceive(InSlot* slot) = 0;
+  // Hands the slot received last back to the sender.
+  virtual void release() = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual SendLink& sendLink(Channel ch, int peer) = 0;
+  virtual RecvLink& recvLink(Channel ch, int peer) = 0;
+  // Throws CommError if the group is broken or aborted, or if a rank of the group died.
+  virtual void checkHealth(int peer) = 0;
+  // Records the first failure of the group so that every rank's next wait raises it.
+  virtual void markBroken(const std::string& reason) = 0;
+  // Wakes every local waiter and makes waits raise (abort()).
+  virtual void abortLocal(const std::string& reason) = 0;
+  virtual std::string describeLink(int peer) const = 0;
+};
+
+}  // namespace ring

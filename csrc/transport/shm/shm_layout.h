@@ -1,0 +1,72 @@
+// Memory layout of a rank's shared-memory inbox. Every rank maps every inbox; the inbox of rank
+// d holds one FIFO per (channel, sender). Only plain, lock-free atomics and bytes live here:
+// the memory is shared between processes.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "transport/fingerprint.h"
+
+namespace ring {
+
+constexpr uint64_t kSegmentMagic = 0x746f7263685f7267ull;  // "torch_rg"
+constexpr uint32_t kLayoutVersion = 1;
+constexpr size_t kReasonBytes = 1024;
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "counters are shared across processes");
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "flags are shared across processes");
+
+// Group-wide failure record; only rank 0's copy is used. A rank that fails claims it (CAS
+// 0 -> 1), writes the reason, then sets 2 with release so that readers that see 2 (acquire)
+// also see the whole reason.
+struct GroupControl {
+  std::atomic<uint32_t> brokenState;
+  int32_t brokenBy;
+  char reason[kReasonBytes];
+};
+
+struct SegmentHeader {
+  uint64_t magic;
+  uint32_t version;
+  int32_t nranks;
+  int32_t owner;
+  int32_t ownerPid;
+  int64_t slotBytes;
+  int32_t slots;
+  int32_t reserved;
+  GroupControl control;
+};
+
+// One FIFO's counters, each on its own cache line so that sender and receiver do not
+// invalidate each other's line on every update.
+struct FifoControl {
+  alignas(64) std::atomic<uint64_t> published;  // messages made visible by the sender
+  alignas(64) std::atomic<uint64_t> consumed;   // messages handed back by the receiver
+  alignas(64) std::atomic<uint32_t> receiverSleepers;  // receivers asleep on `published`
+  std::atomic<uint32_t> senderSleepers;                // senders asleep on `consumed`
+};
+
+struct ShmGeometry {
+  int nranks;
+  int64_t slotBytes;
+  int slots;
+
+  static constexpr size_t kHeaderBytes = 4096;
+  size_t slotStride() const { return sizeof(MessageHeader) + static_cast<size_t>(slotBytes); }
+  size_t fifoBytes() const {
+    size_t raw = sizeof(FifoControl) + static_cast<size_t>(slots) * slotStride();
+    return (raw + 4095) / 4096 * 4096;
+  }
+  size_t segmentBytes() const {
+    return kHeaderBytes + static_cast<size_t>(kChannelsInLayout) * nranks * fifoBytes();
+  }
+  size_t fifoOffset(int channel, int sender) const {
+    return kHeaderBytes + (static_cast<size_t>(channel) * nranks + sender) * fifoBytes();
+  }
+  static constexpr int kChannelsInLayout = 2;
+};
+
+static_assert(sizeof(SegmentHeader) <= ShmGeometry::kHeaderBytes, "header fits its page");
+
+}  // namespace ring

@@ -1,0 +1,209 @@
+#include "transport/shm/shm_transport.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "common/errors.h"
+#include "common/logging.h"
+
+namespace ring {
+
+// ---- links -----------------------------------------------------------------------------------
+
+OutSlot ShmSendLink::slotAt(uint64_t index) const {
+  char* base = slots_ + (index % static_cast<uint64_t>(geometry_.slots)) * geometry_.slotStride();
+  return OutSlot{reinterpret_cast<MessageHeader*>(base), base + sizeof(MessageHeader)};
+}
+
+OutSlot ShmSendLink::acquire(const WaitContext& ctx) {
+  // Slot sent_ % slots is free once the receiver has consumed message sent_ - slots.
+  uint64_t need = sent_ + 1 > static_cast<uint64_t>(geometry_.slots)
+                      ? sent_ + 1 - static_cast<uint64_t>(geometry_.slots)
+                      : 0;
+  waitUntil(fifo_->consumed, need, fifo_->senderSleepers, peer_, "to free a slot for message",
+            static_cast<int64_t>(sent_), ctx);
+  return slotAt(sent_);
+}
+
+bool ShmSendLink::tryAcquire(OutSlot* slot) {
+  uint64_t need = sent_ + 1 > static_cast<uint64_t>(geometry_.slots)
+                      ? sent_ + 1 - static_cast<uint64_t>(geometry_.slots)
+                      : 0;
+  // acquire: the receiver finished reading the slot before it published `consumed`.
+  if (fifo_->consumed.load(std::memory_order_acquire) < need) return false;
+  *slot = slotAt(sent_);
+  return true;
+}
+
+void ShmSendLink::publish() {
+  ++sent_;
+  // Release (inside publishCounter): header and payload stores happen-before the receiver's
+  // acquire load that observes the new count.
+  publishCounter(fifo_->published, sent_, fifo_->receiverSleepers);
+}
+
+InSlot ShmRecvLink::slotAt(uint64_t index) const {
+  const char* base =
+      slots_ + (index % static_cast<uint64_t>(geometry_.slots)) * geometry_.slotStride();
+  return InSlot{reinterpret_cast<const MessageHeader*>(base), base + sizeof(MessageHeader)};
+}
+
+InSlot ShmRecvLink::receive(const WaitContext& ctx) {
+  waitUntil(fifo_->published, received_ + 1, fifo_->receiverSleepers, peer_,
+            "to send message", static_cast<int64_t>(received_), ctx);
+  return slotAt(received_);
+}
+
+bool ShmRecvLink::tryReceive(InSlot* slot) {
+  if (fifo_->published.load(std::memory_order_acquire) < received_ + 1) return false;
+  *slot = slotAt(received_);
+  return true;
+}
+
+void ShmRecvLink::release() {
+  ++received_;
+  // Release: all reads of the slot complete before the sender may overwrite it.
+  publishCounter(fifo_->consumed, received_, fifo_->senderSleepers);
+}
+
+// ---- transport -------------------------------------------------------------------------------
+
+namespace {
+
+std::string inboxKey(int r) { return strCat("ring/shm/inbox/", r); }
+std::string mappedKey(int r) { return strCat("ring/shm/mapped/", r); }
+
+}  // namespace
+
+ShmTransport::ShmTransport(Rendezvous& store, int rank, int nranks, const ShmGeometry& geometry,
+                           std::chrono::milliseconds timeout)
+    : rank_(rank), nranks_(nranks), geometry_(geometry) {
+  RING_ASSERT(geometry.nranks == nranks, geometry.nranks, " vs ", nranks);
+  const size_t bytes = geometry_.segmentBytes();
+  segments_.resize(static_cast<size_t>(nranks));
+  segments_[rank] = ShmSegment::create(bytes);
+
+  auto* own = header(rank);
+  own->magic = kSegmentMagic;
+  own->version = kLayoutVersion;
+  own->nranks = nranks;
+  own->owner = rank;
+  own->ownerPid = static_cast<int32_t>(getpid());
+  own->slotBytes = geometry_.slotBytes;
+  own->slots = geometry_.slots;
+  own->control.brokenState.store(0, std::memory_order_relaxed);
+  own->control.brokenBy = -1;
+
+  store.set(inboxKey(rank), segments_[rank].name());
+  for (int r = 0; r < nranks; ++r) {
+    if (r == rank) continue;
+    std::string name = store.get(inboxKey(r), timeout);
+    segments_[r] = ShmSegment::open(name, bytes);
+    const SegmentHeader* h = header(r);
+    if (h->magic != kSegmentMagic || h->version != kLayoutVersion || h->nranks != nranks ||
+        h->owner != r || h->slotBytes != geometry_.slotBytes || h->slots != geometry_.slots) {
+      throw CommError(strCat("rank ", rank, ": the shared-memory inbox of rank ", r,
+                             " does not match this rank's layout (version ", h->version,
+                             " vs ", kLayoutVersion, ", nranks ", h->nranks, " vs ", nranks,
+                             ", slot bytes ", h->slotBytes, " vs ", geometry_.slotBytes,
+                             ", slots ", h->slots, " vs ", geometry_.slots,
+                             "): ranks must run the same version with the same TORCH_RING_* "
+                             "settings"));
+    }
+  }
+  // Only once every rank has mapped every inbox may the names go: from then on the memory
+  // lives exactly as long as the last mapping, and /dev/shm holds nothing of this group.
+  store.set(mappedKey(rank), "1");
+  for (int r = 0; r < nranks; ++r) store.get(mappedKey(r), timeout);
+  segments_[rank].unlink();
+
+  send_.resize(static_cast<size_t>(kChannels * nranks));
+  recv_.resize(static_cast<size_t>(kChannels * nranks));
+  for (int ch = 0; ch < kChannels; ++ch) {
+    for (int peer = 0; peer < nranks; ++peer) {
+      if (peer == rank) continue;
+      // I send to `peer` through the FIFO (ch, me) in peer's inbox, and receive from `peer`
+      // through the FIFO (ch, peer) in mine.
+      char* out = static_cast<char*>(segments_[peer].data()) + geometry_.fifoOffset(ch, rank);
+      char* in = static_cast<char*>(segments_[rank].data()) + geometry_.fifoOffset(ch, peer);
+      send_[ch * nranks + peer] = std::make_unique<ShmSendLink>(
+          this, reinterpret_cast<FifoControl*>(out), out + sizeof(FifoControl), geometry_, peer);
+      recv_[ch * nranks + peer] = std::make_unique<ShmRecvLink>(
+          this, reinterpret_cast<FifoControl*>(in), in + sizeof(FifoControl), geometry_, peer);
+    }
+  }
+}
+
+ShmTransport::~ShmTransport() = default;
+
+SendLink& ShmTransport::sendLink(Channel ch, int peer) {
+  RING_ASSERT(peer >= 0 && peer < nranks_ && peer != rank_, "peer ", peer);
+  return *send_[static_cast<int>(ch) * nranks_ + peer];
+}
+
+RecvLink& ShmTransport::recvLink(Channel ch, int peer) {
+  RING_ASSERT(peer >= 0 && peer < nranks_ && peer != rank_, "peer ", peer);
+  return *recv_[static_cast<int>(ch) * nranks_ + peer];
+}
+
+void ShmTransport::markBroken(const std::string& reason) {
+  GroupControl& c = control();
+  uint32_t expected = 0;
+  // First failure wins; later ones (often consequences of the first) are not recorded.
+  if (c.brokenState.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    c.brokenBy = rank_;
+    size_t n = reason.size() < kReasonBytes - 1 ? reason.size() : kReasonBytes - 1;
+    std::memcpy(c.reason, reason.data(), n);
+    c.reason[n] = '\0';
+    // release: the reason bytes are visible to whoever observes state 2.
+    c.brokenState.store(2, std::memory_order_release);
+  }
+}
+
+void ShmTransport::abortLocal(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(abortMutex_);
+    if (abortReason_.empty()) abortReason_ = reason;
+  }
+  // Waiters poll this between futex sleeps (at most one sleep slice later).
+  aborted_.store(true, std::memory_order_release);
+}
+
+void ShmTransport::checkPeersAlive() {
+  // kill(pid, 0) is cheap but not free; a dead peer noticed within ~0.2 s is plenty.
+  int64_t now = Clock::now().time_since_epoch().count();
+  int64_t last = lastLivenessCheckNs_.load(std::memory_order_relaxed);
+  if (now - last < 200 * 1000 * 1000) return;
+  lastLivenessCheckNs_.store(now, std::memory_order_relaxed);
+  for (int r = 0; r < nranks_; ++r) {
+    if (r == rank_) continue;
+    pid_t pid = header(r)->ownerPid;
+    if (kill(pid, 0) < 0 && errno == ESRCH) {
+      std::string reason = strCat("rank ", r, " (pid ", pid, ") has exited: its process is gone");
+      markBroken(reason);
+      throw CommError(strCat("ring: rank ", rank_, " cannot continue: ", reason));
+    }
+  }
+}
+
+void ShmTransport::checkHealth(int /*peer*/) {
+  if (aborted_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(abortMutex_);
+    throw CommError(strCat("ring: rank ", rank_, ": the group was aborted: ", abortReason_));
+  }
+  GroupControl& c = control();
+  if (c.brokenState.load(std::memory_order_acquire) == 2) {
+    throw CommError(strCat("ring: rank ", rank_, ": the group is broken; rank ", c.brokenBy,
+                           " reported: ", std::string(c.reason)));
+  }
+  checkPeersAlive();
+}
+
+std::string ShmTransport::describeLink(int peer) const {
+  return strCat("rank ", rank_, " <-> rank ", peer, ": shared memory (", geometry_.slots,
+                " slots x ", geometry_.slotBytes, " bytes)");
+}
+
+}  // namespace ring

@@ -1,0 +1,93 @@
+// Shared-memory transport between the ranks of one host: every pair of ranks is connected by
+// a FIFO of slots in the receiver's inbox segment, with monotonic published/consumed counters.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transport/link.h"
+#include "transport/rendezvous.h"
+#include "transport/shm/shm_layout.h"
+#include "transport/shm/shm_segment.h"
+
+namespace ring {
+
+class ShmTransport;
+
+class ShmSendLink : public SendLink {
+ public:
+  ShmSendLink(ShmTransport* owner, FifoControl* fifo, char* slots, const ShmGeometry& g, int peer)
+      : owner_(owner), fifo_(fifo), slots_(slots), geometry_(g), peer_(peer) {}
+  int peer() const override { return peer_; }
+  int64_t capacity() const override { return geometry_.slotBytes; }
+  OutSlot acquire(const WaitContext& ctx) override;
+  bool tryAcquire(OutSlot* slot) override;
+  void publish() override;
+
+ private:
+  OutSlot slotAt(uint64_t index) const;
+  ShmTransport* owner_;
+  FifoControl* fifo_;
+  char* slots_;
+  ShmGeometry geometry_;
+  int peer_;
+  uint64_t sent_ = 0;  // messages this side has published (mirrors fifo_->published)
+};
+
+class ShmRecvLink : public RecvLink {
+ public:
+  ShmRecvLink(ShmTransport* owner, FifoControl* fifo, char* slots, const ShmGeometry& g, int peer)
+      : owner_(owner), fifo_(fifo), slots_(slots), geometry_(g), peer_(peer) {}
+  int peer() const override { return peer_; }
+  InSlot receive(const WaitContext& ctx) override;
+  bool tryReceive(InSlot* slot) override;
+  void release() override;
+
+ private:
+  InSlot slotAt(uint64_t index) const;
+  ShmTransport* owner_;
+  FifoControl* fifo_;
+  char* slots_;
+  ShmGeometry geometry_;
+  int peer_;
+  uint64_t received_ = 0;  // messages this side has released (mirrors fifo_->consumed)
+};
+
+class ShmTransport : public Transport {
+ public:
+  // Collective across the group: every rank creates its inbox, publishes its name through
+  // `store`, maps every peer's inbox, and unlinks its own once all ranks have mapped it.
+  ShmTransport(Rendezvous& store, int rank, int nranks, const ShmGeometry& geometry,
+               std::chrono::milliseconds timeout);
+  ~ShmTransport() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return nranks_; }
+  SendLink& sendLink(Channel ch, int peer) override;
+  RecvLink& recvLink(Channel ch, int peer) override;
+  void checkHealth(int peer) override;
+  void markBroken(const std::string& reason) override;
+  void abortLocal(const std::string& reason) override;
+  std::string describeLink(int peer) const override;
+
+ private:
+  SegmentHeader* header(int r) const { return static_cast<SegmentHeader*>(segments_[r].data()); }
+  GroupControl& control() const { return header(0)->control; }
+  void checkPeersAlive();
+
+  int rank_;
+  int nranks_;
+  ShmGeometry geometry_;
+  std::vector<ShmSegment> segments_;  // [r] = inbox of rank r (own one created, others opened)
+  std::vector<std::unique_ptr<ShmSendLink>> send_;  // [channel * n + peer]
+  std::vector<std::unique_ptr<ShmRecvLink>> recv_;  // [channel * n + peer]
+  std::atomic<bool> aborted_{false};
+  std::mutex abortMutex_;
+  std::string abortReason_;  // guarded by abortMutex_
+  std::atomic<int64_t> lastLivenessCheckNs_{0};
+};
+
+}  // namespace ring

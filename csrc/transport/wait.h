@@ -1,0 +1,38 @@
+// Bounded waiting: every blocking wait in the project goes through waitUntil, which spins
+// briefly, then sleeps on a futex, and between sleeps checks the deadline, the abort flags and
+// whether the peer it waits on is still alive. A wait never outlives the group timeout.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace ring {
+
+using Clock = std::chrono::steady_clock;
+
+// What a wait is for, so that a timeout or failure can say so.
+struct WaitContext {
+  Clock::time_point start;
+  Clock::time_point deadline;
+  std::chrono::milliseconds timeout{0};
+  // "all_reduce of 1000 float32 (op SUM), sequence 17 on rank 1 of group 'default'"
+  std::function<std::string()> describe;
+  // Throws CommError if the group was aborted or broken, or a peer died. Called between sleeps.
+  std::function<void(int peer)> checkHealth;
+};
+
+// Blocks until word >= target (64-bit monotonic counter). `sleepers` counts waiters that may be
+// asleep on the counter's low 32 bits; the publisher wakes them only when it is non-zero.
+// `what` describes the event ("rank 0 to send message 3"). Throws TimeoutError or CommError.
+void waitUntil(const std::atomic<uint64_t>& word, uint64_t target,
+               std::atomic<uint32_t>& sleepers, int peer, const char* what, int64_t detail,
+               const WaitContext& ctx);
+
+// Publishes a new counter value and wakes sleepers (if any).
+void publishCounter(std::atomic<uint64_t>& word, uint64_t value,
+                    const std::atomic<uint32_t>& sleepers);
+
+}  // namespace ring

@@ -1,0 +1,72 @@
+"""Drives the CMake build (CMakeLists.txt holds every source and flag) and packages the module.
+
+Environment:
+  TORCH_RING_CUDA=0|1     compile the CUDA sources or not (default: whenever nvcc is found)
+  TORCH_CUDA_ARCH_LIST    CUDA architectures, e.g. "9.0" (default) or "8.0;9.0"
+  TORCH_RING_BUILD_DIR    where CMake builds (default: build/cmake-<python tag>)
+  MAX_JOBS                parallel compile jobs (default: number of cores)
+"""
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+
+
+class CMakeExtension(Extension):
+    def __init__(self, name):
+        super().__init__(name, sources=[])
+
+
+class CMakeBuild(build_ext):
+    def build_extension(self, ext):
+        build_dir = Path(
+            os.environ.get("TORCH_RING_BUILD_DIR")
+            or ROOT / "build" / f"cmake-{sys.implementation.cache_tag}"
+        )
+        build_dir.mkdir(parents=True, exist_ok=True)
+        cuda = os.environ.get("TORCH_RING_CUDA", "AUTO").upper()
+        cuda = {"1": "ON", "0": "OFF", "ON": "ON", "OFF": "OFF"}.get(cuda, "AUTO")
+        configure = [
+            "cmake",
+            "-S", str(ROOT),
+            "-B", str(build_dir),
+            "-G", "Ninja" if shutil.which("ninja") else "Unix Makefiles",
+            f"-DPython_EXECUTABLE={sys.executable}",
+            f"-DRING_CUDA={cuda}",
+            "-DRING_BUILD_EXTENSION=ON",
+            "-DRING_BUILD_TESTS=OFF",
+            "-DCMAKE_BUILD_TYPE=Release",
+        ]
+        subprocess.check_call(configure)
+        jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)
+        subprocess.check_call(["cmake", "--build", str(build_dir), "--target", "_C", "-j", jobs])
+        built = next(build_dir.glob("_C*" + sysconfig.get_config_var("EXT_SUFFIX")))
+        target = Path(self.get_ext_fullpath(ext.name))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(built, target)
+
+
+setup(
+    name="torch_ring_backend",
+    version=(ROOT / "torch_ring_backend" / "_version.py").read_text().split('"')[1],
+    description='The "ring" torch.distributed backend: our own ring collectives on CPU and CUDA',
+    packages=["torch_ring_backend"],
+    ext_modules=[CMakeExtension("torch_ring_backend._C")],
+    cmdclass={"build_ext": CMakeBuild},
+    python_requires=">=3.9",
+    install_requires=[],  # torch (2.4 or newer) must already be installed: we build against it
+    entry_points={
+        "console_scripts": [
+            "torch-ring-bench=torch_ring_backend.bench:main",
+            "torch-ring-check=torch_ring_backend.check:main",
+        ]
+    },
+    zip_safe=False,
+)
