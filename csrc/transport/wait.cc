@@ -58,6 +58,9 @@ void waitUntil(const std::atomic<uint64_t>& word, uint64_t target,
     if (word.load(std::memory_order_acquire) >= target) return;
   }
   while (true) {
+    // Data that has arrived is consumed even if the group broke meanwhile: its header check
+    // gives a more precise error (or the collective completes) than the broken flag would.
+    if (word.load(std::memory_order_acquire) >= target) return;
     auto now = Clock::now();
     if (ctx.checkHealth) ctx.checkHealth(peer);
     if (now >= ctx.deadline) {

@@ -35,6 +35,9 @@ struct SegmentHeader {
   int64_t slotBytes;
   int32_t slots;
   int32_t reserved;
+  // The owner's start time (field 22 of /proc/<pid>/stat): with the pid it identifies the
+  // process even after its pid is reused.
+  uint64_t ownerStartTime;
   GroupControl control;
 };
 

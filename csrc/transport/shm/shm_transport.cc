@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/errors.h"
@@ -72,6 +74,42 @@ void ShmRecvLink::release() {
 
 namespace {
 
+// Reads the state letter and start time of a process from /proc/<pid>/stat. Returns false if
+// the process does not exist.
+bool readProcStat(pid_t pid, char* state, uint64_t* startTime) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return false;
+  char buf[1024];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  // The command name (field 2) may contain spaces and parentheses: parse after the last ')'.
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return false;
+  *state = p[2];
+  // Fields after the state: 4..22; start time is field 22, i.e. the 20th after the state.
+  const char* q = p + 3;
+  for (int field = 4; field < 22 && q != nullptr; ++field) {
+    q = std::strchr(q, ' ');
+    if (q != nullptr) ++q;
+  }
+  *startTime = q != nullptr ? std::strtoull(q, nullptr, 10) : 0;
+  return true;
+}
+
+// A peer counts as dead when its pid is gone, has become a zombie (killed but not yet reaped
+// by its parent, e.g. torchrun), or now belongs to another process (a different start time).
+bool processAlive(pid_t pid, uint64_t startTime) {
+  if (kill(pid, 0) < 0 && errno == ESRCH) return false;
+  char state = '?';
+  uint64_t now = 0;
+  if (!readProcStat(pid, &state, &now)) return kill(pid, 0) == 0 || errno != ESRCH;
+  if (state == 'Z' || state == 'X' || state == 'x') return false;
+  return startTime == 0 || now == startTime;
+}
+
 std::string inboxKey(int r) { return strCat("ring/shm/inbox/", r); }
 std::string mappedKey(int r) { return strCat("ring/shm/mapped/", r); }
 
@@ -91,6 +129,12 @@ ShmTransport::ShmTransport(Rendezvous& store, int rank, int nranks, const ShmGeo
   own->nranks = nranks;
   own->owner = rank;
   own->ownerPid = static_cast<int32_t>(getpid());
+  {
+    char state;
+    uint64_t start = 0;
+    readProcStat(getpid(), &state, &start);
+    own->ownerStartTime = start;
+  }
   own->slotBytes = geometry_.slotBytes;
   own->slots = geometry_.slots;
   own->control.brokenState.store(0, std::memory_order_relaxed);
@@ -180,7 +224,7 @@ void ShmTransport::checkPeersAlive() {
   for (int r = 0; r < nranks_; ++r) {
     if (r == rank_) continue;
     pid_t pid = header(r)->ownerPid;
-    if (kill(pid, 0) < 0 && errno == ESRCH) {
+    if (!processAlive(pid, header(r)->ownerStartTime)) {
       std::string reason = strCat("rank ", r, " (pid ", pid, ") has exited: its process is gone");
       markBroken(reason);
       throw CommError(strCat("ring: rank ", rank_, " cannot continue: ", reason));

@@ -1,0 +1,45 @@
+// State of one authenticated socket, owned by the I/O thread (private to the TCP transport).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "transport/tcp/tcp_links.h"
+#include "transport/tcp/tcp_transport.h"
+#include "transport/tcp/wire.h"
+
+namespace ring {
+
+struct TcpTransport::Connection {
+  Connection(int peerRank, int ch, TcpSendLink* s, TcpRecvLink* r)
+      : peer(peerRank), channel(ch), send(s), recv(r), reader(peerRank, s->capacity()) {}
+
+  int fd = -1;
+  int peer;
+  int channel;
+  std::string address;  // the peer's end, "10.0.0.2:41234"
+  TcpSendLink* send;
+  TcpRecvLink* recv;
+  uint32_t interest = 0;    // epoll events registered now (0: not registered)
+
+  // Write side: frame `writeFrame` of the send link is on its way, writeOffset bytes of it out.
+  uint64_t writeFrame = 0;
+  size_t writeOffset = 0;
+  bool writeBlocked = false;    // the socket said EAGAIN: wait for EPOLLOUT
+  std::vector<uint8_t> control;  // a goodbye or broken notice, sent at the next frame boundary
+  size_t controlOffset = 0;
+  bool brokenSent = false;   // a broken notice is queued or out: no more data frames
+  bool goodbyeSent = false;  // a goodbye is queued or out: no more data frames
+  bool finSent = false;      // the goodbye is out and the write side shut down
+
+  // Read side: frame `readFrame` of the receive link is being read into its slot.
+  FrameReader reader;
+  uint64_t readFrame = 0;
+  bool readPaused = false;      // every receive slot is full: not reading the socket
+  bool goodbyeReceived = false;
+  bool eof = false;
+  uint8_t reason[kMaxReasonBytes];  // the text of a broken notice (fixed size: never from a header)
+};
+
+}  // namespace ring

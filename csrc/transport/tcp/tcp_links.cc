@@ -1,0 +1,96 @@
+#include "transport/tcp/tcp_links.h"
+
+#include <sys/mman.h>
+
+#include <cstring>
+
+#include "common/errors.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace ring {
+
+SlotRing::SlotRing(int slots, int64_t slotBytes)
+    : stride_(sizeof(MessageHeader) + static_cast<size_t>(slotBytes)),
+      slots_(slots),
+      slotBytes_(slotBytes) {
+  RING_ASSERT(slots >= 1 && slotBytes >= 0, "slots ", slots, ", slot bytes ", slotBytes);
+  bytes_ = stride_ * static_cast<size_t>(slots);
+  void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    int e = errno;
+    throw CommError(strCat("could not map ", bytes_, " bytes for TCP link slots (", slots, " x ",
+                           slotBytes, "): ", std::strerror(e)));
+  }
+  base_ = static_cast<char*>(p);
+}
+
+SlotRing::~SlotRing() {
+  if (base_ != nullptr) munmap(base_, bytes_);
+}
+
+// ---- send ------------------------------------------------------------------------------------
+
+OutSlot TcpSendLink::slotAt(uint64_t index) const {
+  char* base = ring_.slot(index);
+  return OutSlot{reinterpret_cast<MessageHeader*>(base), base + sizeof(MessageHeader)};
+}
+
+OutSlot TcpSendLink::acquire(const WaitContext& ctx) {
+  // Slot next_ % slots is free once the I/O thread has written frame next_ - slots.
+  const uint64_t slots = static_cast<uint64_t>(ring_.slots());
+  uint64_t need = next_ + 1 > slots ? next_ + 1 - slots : 0;
+  waitUntil(written, need, writtenSleepers, peer_, "to take (over TCP) message",
+            static_cast<int64_t>(next_ >= slots ? next_ - slots : 0), ctx);
+  return slotAt(next_);
+}
+
+bool TcpSendLink::tryAcquire(OutSlot* slot) {
+  const uint64_t slots = static_cast<uint64_t>(ring_.slots());
+  uint64_t need = next_ + 1 > slots ? next_ + 1 - slots : 0;
+  // acquire: the I/O thread's send() of the old frame finished reading the slot.
+  if (written.load(std::memory_order_acquire) < need) return false;
+  *slot = slotAt(next_);
+  return true;
+}
+
+void TcpSendLink::publish() {
+  ++next_;
+  // Release (inside publishCounter): header and payload are complete before the I/O thread's
+  // acquire load sees the new count and hands the bytes to the kernel.
+  publishCounter(published, next_, publishedSleepers);
+  // seq_cst exchange after the seq_cst store above pairs with the I/O thread's "set idle, then
+  // re-load published": either it sees our frame or we see it idle and wake it.
+  if (ioIdle.exchange(false, std::memory_order_seq_cst)) owner_->wakeIo();
+}
+
+// ---- receive ---------------------------------------------------------------------------------
+
+InSlot TcpRecvLink::slotAt(uint64_t index) const {
+  const char* base = ring_.slot(index);
+  return InSlot{reinterpret_cast<const MessageHeader*>(base), base + sizeof(MessageHeader)};
+}
+
+InSlot TcpRecvLink::receive(const WaitContext& ctx) {
+  waitUntil(arrived, received_ + 1, arrivedSleepers, peer_, "to send (over TCP) message",
+            static_cast<int64_t>(received_), ctx);
+  return slotAt(received_);
+}
+
+bool TcpRecvLink::tryReceive(InSlot* slot) {
+  if (arrived.load(std::memory_order_acquire) < received_ + 1) return false;
+  *slot = slotAt(received_);
+  return true;
+}
+
+void TcpRecvLink::release() {
+  ++received_;
+  // Release: our reads of the slot are done before the I/O thread reads a new frame into it.
+  publishCounter(consumed, received_, consumedSleepers);
+  // Pairs with the I/O thread's "set paused, then re-load consumed" (both seq_cst).
+  if (ioPaused.load(std::memory_order_seq_cst) &&
+      ioPaused.exchange(false, std::memory_order_seq_cst)) {
+    owner_->wakeIo();
+  }
+}
+
+}  // namespace ring

@@ -1,0 +1,100 @@
+// The two ends of a TCP link that the executor sees: FIFOs of slots in this process's own
+// memory, with the same monotonic counters as the shared-memory FIFOs. The other end of each
+// FIFO is the transport's I/O thread, which writes published send slots to the socket and reads
+// frames from the socket into free receive slots.
+//
+//   send:  executor  acquire -> fill -> publish (published++)   I/O thread: write, written++
+//   recv:  I/O thread: read a whole frame, arrived++             executor: receive -> release
+//                                                                          (consumed++)
+// A slot is [MessageHeader | payload of slotBytes], so a frame on the wire is one contiguous
+// range of a slot: header and the payloadBytes after it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "transport/link.h"
+
+namespace ring {
+
+class TcpTransport;
+
+// `slots` slots of 64 + slotBytes bytes in anonymous memory: pages that a link never uses
+// (most point-to-point links) are never touched, so they cost no RAM.
+class SlotRing {
+ public:
+  SlotRing(int slots, int64_t slotBytes);
+  ~SlotRing();
+  SlotRing(const SlotRing&) = delete;
+  SlotRing& operator=(const SlotRing&) = delete;
+
+  char* slot(uint64_t index) const {
+    return base_ + (index % static_cast<uint64_t>(slots_)) * stride_;
+  }
+  int slots() const { return slots_; }
+  int64_t slotBytes() const { return slotBytes_; }
+
+ private:
+  char* base_ = nullptr;
+  size_t bytes_ = 0;
+  size_t stride_;
+  int slots_;
+  int64_t slotBytes_;
+};
+
+class TcpSendLink : public SendLink {
+ public:
+  TcpSendLink(TcpTransport* owner, int peer, int slots, int64_t slotBytes)
+      : owner_(owner), peer_(peer), ring_(slots, slotBytes) {}
+  int peer() const override { return peer_; }
+  int64_t capacity() const override { return ring_.slotBytes(); }
+  OutSlot acquire(const WaitContext& ctx) override;
+  bool tryAcquire(OutSlot* slot) override;
+  void publish() override;
+
+  // ---- I/O thread side ----
+  const SlotRing& ring() const { return ring_; }
+  std::atomic<uint64_t> published{0};  // frames the executor handed over
+  std::atomic<uint64_t> written{0};    // frames fully written to the socket (slot free again)
+  std::atomic<uint32_t> writtenSleepers{0};    // executor threads asleep on `written`
+  std::atomic<uint32_t> publishedSleepers{0};  // always 0: the I/O thread sleeps in epoll
+  // Set by the I/O thread when it has written everything and stops watching this link;
+  // the next publish() claims it back (exchange) and wakes the I/O thread.
+  std::atomic<bool> ioIdle{true};
+
+ private:
+  OutSlot slotAt(uint64_t index) const;
+  TcpTransport* owner_;
+  int peer_;
+  SlotRing ring_;
+  uint64_t next_ = 0;  // executor side: frames published so far
+};
+
+class TcpRecvLink : public RecvLink {
+ public:
+  TcpRecvLink(TcpTransport* owner, int peer, int slots, int64_t slotBytes)
+      : owner_(owner), peer_(peer), ring_(slots, slotBytes) {}
+  int peer() const override { return peer_; }
+  InSlot receive(const WaitContext& ctx) override;
+  bool tryReceive(InSlot* slot) override;
+  void release() override;
+
+  // ---- I/O thread side ----
+  const SlotRing& ring() const { return ring_; }
+  std::atomic<uint64_t> arrived{0};   // whole frames read into slots
+  std::atomic<uint64_t> consumed{0};  // frames released by the executor
+  std::atomic<uint32_t> arrivedSleepers{0};   // executor threads asleep on `arrived`
+  std::atomic<uint32_t> consumedSleepers{0};  // always 0: the I/O thread sleeps in epoll
+  // Set by the I/O thread when every slot is full and it stops reading the socket (TCP's
+  // window then holds the sender back); the next release() clears it and wakes the thread.
+  std::atomic<bool> ioPaused{false};
+
+ private:
+  InSlot slotAt(uint64_t index) const;
+  TcpTransport* owner_;
+  int peer_;
+  SlotRing ring_;
+  uint64_t received_ = 0;  // executor side: frames released so far
+};
+
+}  // namespace ring

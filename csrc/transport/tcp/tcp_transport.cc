@@ -1,0 +1,297 @@
+#include "transport/tcp/tcp_transport.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "common/env.h"
+#include "common/errors.h"
+#include "common/logging.h"
+#include "transport/tcp/socket_util.h"
+#include "transport/tcp/tcp_connection.h"
+
+namespace ring {
+namespace {
+
+std::string addrKey(int r) { return strCat("ring/tcp/addr/", r); }
+const char* kTokenKey = "ring/tcp/token";
+
+JobToken parseToken(const std::string& hex) {
+  JobToken t{};
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  if (hex.size() != 2 * t.size()) {
+    throw CommError(strCat("the job token in the store has ", hex.size(), " characters, expected ",
+                           2 * t.size(), ": was the store written by another version?"));
+  }
+  for (size_t i = 0; i < t.size(); ++i) {
+    int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) throw CommError("the job token in the store is not lower-case hex");
+    t[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return t;
+}
+
+}  // namespace
+
+TcpTransport::TcpTransport(Rendezvous& store, int rank, int size, const std::vector<int>& peers,
+                           const TcpOptions& opts)
+    : rank_(rank), size_(size), opts_(opts), peers_(peers) {
+  RING_ASSERT(rank >= 0 && rank < size, "rank ", rank, " of ", size);
+  std::sort(peers_.begin(), peers_.end());
+  isPeer_.assign(static_cast<size_t>(size), 0);
+  for (int p : peers_) {
+    RING_ASSERT(p >= 0 && p < size && p != rank && !isPeer_[p], "TCP peer ", p);
+    isPeer_[p] = 1;
+  }
+  peerGone_.reset(new std::atomic<bool>[static_cast<size_t>(size)]());
+  connected_.assign(static_cast<size_t>(kChannels * size), 0);
+  send_.resize(static_cast<size_t>(kChannels * size));
+  recv_.resize(static_cast<size_t>(kChannels * size));
+  conns_.resize(static_cast<size_t>(kChannels * size));
+  for (int ch = 0; ch < kChannels; ++ch) {
+    for (int p : peers_) {
+      size_t i = static_cast<size_t>(ch * size + p);
+      send_[i] = std::make_unique<TcpSendLink>(this, p, opts.slots, opts.slotBytes);
+      recv_[i] = std::make_unique<TcpRecvLink>(this, p, opts.slots, opts.slotBytes);
+      conns_[i] = std::make_unique<Connection>(p, ch, send_[i].get(), recv_[i].get());
+    }
+  }
+  identity_.groupHash = groupNameHash(opts.groupName);
+  identity_.rank = rank;
+  identity_.groupSize = size;
+  identity_.slotBytes = opts.slotBytes;
+
+  // One token per group, from rank 0 (which has TCP links whenever any rank has: a rank on
+  // another host than some rank is on another host than rank 0 or shares rank 0's host).
+  // Only ranks that can read the store learn it; the store itself is not authenticated.
+  if (rank == 0) {
+    fillRandom(identity_.token.data(), identity_.token.size());
+    store.set(kTokenKey, toHex(identity_.token.data(), identity_.token.size()));
+  } else {
+    identity_.token = parseToken(store.get(kTokenKey, opts.timeout));
+  }
+
+  epollFd_ = epoll_create1(EPOLL_CLOEXEC);
+  RING_SYSCHECK(epollFd_, "epoll_create1 for the TCP transport");
+  wakeFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  RING_SYSCHECK(wakeFd_, "eventfd for the TCP transport");
+  std::string why;
+  std::string ip = opts.listenAddress.empty()
+                       ? chooseListenAddress(env().socketIfname, env().masterAddr, &why)
+                       : opts.listenAddress;
+  if (!opts.listenAddress.empty()) why = "set by the caller";
+  int port = 0;
+  listenFd_ = listenOn(ip, &port);
+  listenAddress_ = strCat(ip, ":", port);
+  RING_LOG(kLogInfo, "rank ", rank_, ": TCP transport listening on ", listenAddress_, " (", why,
+           ")");
+  ioRegisterFixed();
+  io_ = std::thread([this] { ioLoop(); });
+
+  try {
+    store.set(addrKey(rank), listenAddress_);
+    auto deadline = Clock::now() + opts.timeout;
+    // The lower rank of each pair connects: a fixed rule, so both sides agree without talking.
+    for (int ch = 0; ch < kChannels; ++ch) {
+      for (int p : peers_) {
+        if (p > rank) connectToPeer(store, p, ch, deadline);
+      }
+    }
+    waitForAllConnected(deadline);
+  } catch (...) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (abortReason_.empty()) abortReason_ = "set-up failed";
+    }
+    aborted_.store(true, std::memory_order_release);  // the I/O thread leaves without a flush
+    stopIo();
+    throw;
+  }
+}
+
+TcpTransport::~TcpTransport() { stopIo(); }
+
+void TcpTransport::stopIo() {
+  if (io_.joinable()) {
+    // The final flush gets at most this long: the peers normally read everything at once.
+    auto bound = std::min<std::chrono::milliseconds>(opts_.timeout, std::chrono::seconds(30));
+    stopDeadline_ = Clock::now() + bound;
+    stopping_.store(true, std::memory_order_release);  // publishes stopDeadline_ too
+    wakeIo();
+    io_.join();
+  }
+  for (int* fd : {&listenFd_, &epollFd_, &wakeFd_}) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+  }
+}
+
+void TcpTransport::connectToPeer(Rendezvous& store, int peer, int channel,
+                                 Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  std::string published = store.get(addrKey(peer), std::max(left, std::chrono::milliseconds(1)));
+  std::string ip;
+  int port = 0;
+  splitHostPort(published, strCat("rank ", peer), &ip, &port);
+  // A few tries: an acceptor at its pending-handshake cap drops the oldest socket, which may
+  // have been ours if a stranger floods it.
+  for (int attempt = 1;; ++attempt) {
+    int fd = connectTo(ip, port, deadline);
+    auto handshakeDeadline = std::min(deadline, Clock::now() + opts_.handshakeTimeout);
+    std::string detail;
+    ConnectOutcome outcome;
+    try {
+      outcome = authenticateAsConnector(fd, identity_, peer, channel, handshakeDeadline, &detail);
+    } catch (...) {
+      close(fd);
+      throw;
+    }
+    if (outcome == ConnectOutcome::Authenticated) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        adopt_.push_back({fd, {peer, channel}});
+      }
+      wakeIo();
+      return;
+    }
+    close(fd);
+    if (attempt >= 3 || Clock::now() >= deadline) {
+      throw CommError(strCat("ring: rank ", rank_, " could not open its TCP link to rank ", peer,
+                             " at ", published, " (channel ", channel, ") after ", attempt,
+                             " attempts: ", detail));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 * attempt));
+  }
+}
+
+void TcpTransport::waitForAllConnected(Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto allIn = [&] {
+    for (int ch = 0; ch < kChannels; ++ch) {
+      for (int p : peers_) {
+        if (!connected_[static_cast<size_t>(ch * size_ + p)]) return false;
+      }
+    }
+    return true;
+  };
+  established_.wait_until(lock, deadline, [&] { return allIn() || broken_.load(); });
+  if (broken_.load()) {
+    throw CommError(strCat("ring: rank ", rank_, ": TCP set-up failed: ", brokenReason_));
+  }
+  if (!allIn()) {
+    std::string missing;
+    for (int ch = 0; ch < kChannels; ++ch) {
+      for (int p : peers_) {
+        if (!connected_[static_cast<size_t>(ch * size_ + p)]) {
+          missing += strCat(missing.empty() ? "" : ", ", "rank ", p, " channel ", ch);
+        }
+      }
+    }
+    throw TimeoutError(strCat("ring: rank ", rank_, " (listening on ", listenAddress_,
+                              ") timed out after ", opts_.timeout.count(),
+                              " ms waiting for authenticated TCP connections: ", missing,
+                              ". Are those ranks running, and can they reach this address? "
+                              "(TORCH_RING_SOCKET_IFNAME picks the interface)"));
+  }
+}
+
+bool TcpTransport::admit(int peer, int channel, std::string* why) {
+  if (peer < 0 || peer >= size_ || !isPeer_[peer]) {
+    *why = strCat("rank ", peer, " is not connected to rank ", rank_, " over TCP");
+    return false;
+  }
+  if (stopping_.load(std::memory_order_acquire)) {
+    *why = "this rank is shutting down";
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (connected_[static_cast<size_t>(channel * size_ + peer)]) {
+    *why = strCat("rank ", peer, " already has an authenticated connection on channel ", channel,
+                  " (a duplicate, or someone claiming its rank)");
+    return false;
+  }
+  return true;
+}
+
+SendLink& TcpTransport::sendLink(Channel ch, int peer) {
+  RING_ASSERT(peer >= 0 && peer < size_ && isPeer_[peer], "rank ", rank_,
+              " has no TCP link to rank ", peer);
+  return *send_[static_cast<size_t>(static_cast<int>(ch) * size_ + peer)];
+}
+
+RecvLink& TcpTransport::recvLink(Channel ch, int peer) {
+  RING_ASSERT(peer >= 0 && peer < size_ && isPeer_[peer], "rank ", rank_,
+              " has no TCP link from rank ", peer);
+  return *recv_[static_cast<size_t>(static_cast<int>(ch) * size_ + peer)];
+}
+
+void TcpTransport::checkHealth(int peer) {
+  if (aborted_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    throw CommError(strCat("ring: rank ", rank_, ": the group was aborted: ", abortReason_));
+  }
+  if (broken_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    throw CommError(strCat("ring: rank ", rank_, ": the group is broken: ", brokenReason_));
+  }
+  if (peer >= 0 && peer < size_ && isPeer_[peer] && peerGone_[peer].load()) {
+    throw CommError(strCat("ring: rank ", rank_, " waits for rank ", peer,
+                           ", which has already shut down its process group (it closed its TCP "
+                           "connections in order): the ranks disagree about what to run"));
+  }
+}
+
+void TcpTransport::recordBroken(const std::string& reason, bool propagate) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // First failure wins; the later ones are mostly its consequences.
+    if (broken_.load(std::memory_order_relaxed)) return;
+    brokenReason_ = reason;
+    broken_.store(true, std::memory_order_release);
+  }
+  established_.notify_all();
+  if (propagate) {
+    propagate_.store(true, std::memory_order_release);
+    wakeIo();
+  }
+}
+
+void TcpTransport::markBroken(const std::string& reason) { recordBroken(reason, true); }
+
+void TcpTransport::abortLocal(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (abortReason_.empty()) abortReason_ = reason;
+  }
+  // Waiters poll this between futex sleeps (at most one sleep slice later).
+  aborted_.store(true, std::memory_order_release);
+}
+
+void TcpTransport::wakeIo() {
+  uint64_t one = 1;
+  // A full eventfd counter (EAGAIN) still wakes the thread: nothing to handle.
+  ssize_t n = write(wakeFd_, &one, sizeof one);
+  (void)n;
+}
+
+TcpStats TcpTransport::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+std::string TcpTransport::describeLink(int peer) const {
+  const Connection* c =
+      peer >= 0 && peer < size_ && isPeer_[peer] ? conns_[static_cast<size_t>(peer)].get() : nullptr;
+  return strCat("rank ", rank_, " <-> rank ", peer, ": tcp ", listenAddress_, " <-> ",
+                c != nullptr ? c->address : std::string("?"), " (", opts_.slots, " slots x ",
+                opts_.slotBytes, " bytes, authenticated)");
+}
+
+}  // namespace ring

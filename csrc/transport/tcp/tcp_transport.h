@@ -1,0 +1,146 @@
+// TCP transport between ranks on different hosts (or every rank, TORCH_RING_TRANSPORT=tcp).
+//
+// One TCP connection per pair of ranks and channel, opened by the lower rank and authenticated
+// by the job token in both directions (tcp_handshake.h). One I/O thread per transport moves
+// frames between the sockets and the links' slot FIFOs with non-blocking calls under epoll:
+// it writes published send slots, and reads incoming frames into free receive slots. When a
+// link's receive slots are all full it stops reading that socket, so TCP's own window holds the
+// sender back: that is the flow control, and no frame is ever buffered outside a slot.
+//
+// Failure handling: the I/O thread never throws or exits the process. A closed connection, an
+// I/O error or an invalid frame marks the group broken with a reason naming the peer rank and
+// address; every wait checks that state (checkHealth) and raises it. markBroken also sends the
+// reason to every connected peer, so remote ranks fail with the first rank's reason rather than
+// at their timeout. An orderly shutdown says goodbye first, so a peer that finishes early does
+// not break the ranks still finishing.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/link.h"
+#include "transport/rendezvous.h"
+#include "transport/tcp/tcp_handshake.h"
+#include "transport/tcp/tcp_links.h"
+#include "transport/tcp/wire.h"
+
+namespace ring {
+
+struct TcpOptions {
+  std::string groupName = "default";
+  int64_t slotBytes = 256 * 1024;
+  int slots = 4;
+  // Bounds set-up (store, connects, waiting for peers) and the flush at shutdown.
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  // Bounds each handshake, ours and strangers'.
+  std::chrono::milliseconds handshakeTimeout{std::chrono::seconds(10)};
+  // Address to listen on; empty: chooseListenAddress(TORCH_RING_SOCKET_IFNAME, MASTER_ADDR).
+  std::string listenAddress;
+  // Unauthenticated sockets held at once; beyond it the oldest is dropped.
+  size_t maxPendingHandshakes = 64;
+};
+
+// Counters for tests and logs; read with stats().
+struct TcpStats {
+  int64_t rejectedHandshakes = 0;
+  int64_t invalidFrames = 0;
+  int64_t droppedPending = 0;
+};
+
+class TcpTransport : public Transport {
+ public:
+  // Collective over the ranks in `peers` plus this one: listens, publishes "ip:port" through
+  // `store`, connects to the higher peers, accepts the lower ones, and returns when every link
+  // is authenticated. Rank 0 of the group creates the job token (it always takes part when any
+  // link of the group is TCP).
+  TcpTransport(Rendezvous& store, int rank, int size, const std::vector<int>& peers,
+               const TcpOptions& opts);
+  ~TcpTransport() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  SendLink& sendLink(Channel ch, int peer) override;
+  RecvLink& recvLink(Channel ch, int peer) override;
+  void checkHealth(int peer) override;
+  void markBroken(const std::string& reason) override;
+  void abortLocal(const std::string& reason) override;
+  std::string describeLink(int peer) const override;
+
+  // Wakes the I/O thread (links call it when they hand it work).
+  void wakeIo();
+  const std::string& listenAddress() const { return listenAddress_; }
+  TcpStats stats() const;
+
+ private:
+  struct Connection;
+  struct Control;
+
+  // set-up
+  void connectToPeer(Rendezvous& store, int peer, int channel, Clock::time_point deadline);
+  void waitForAcceptedPeers(Clock::time_point deadline);
+  bool admit(int peer, int channel, std::string* why);
+  // I/O thread (tcp_io_loop.cc)
+  void ioLoop();
+  void acceptAll();
+  void onPendingReadable(uint64_t id);
+  void expirePending();
+  void establish(int fd, int peer, int channel, const std::string& address);
+  void adoptNew();
+  void writeConnection(Connection& c);
+  void readConnection(Connection& c);
+  void updateInterest(Connection& c);
+  void closeConnection(Connection& c);
+  void connectionFailed(Connection& c, const std::string& what);
+  void queueControl(Connection& c, uint32_t magic, const std::string& text);
+  bool stopStep();
+  void reject(const std::string& address, const std::string& why);
+  void recordBroken(const std::string& reason, bool propagate);
+  Connection& conn(int channel, int peer) { return *conns_[channel * size_ + peer]; }
+
+  int rank_;
+  int size_;
+  TcpOptions opts_;
+  std::vector<int> peers_;
+  std::vector<char> isPeer_;  // [rank] 1 if connected over TCP by this transport
+  HandshakeIdentity identity_;
+  std::string listenAddress_;
+  std::vector<std::unique_ptr<TcpSendLink>> send_;  // [channel * size + peer]
+  std::vector<std::unique_ptr<TcpRecvLink>> recv_;  // [channel * size + peer]
+  std::vector<std::unique_ptr<Connection>> conns_;  // [channel * size + peer], I/O thread's
+
+  int listenFd_ = -1;
+  int epollFd_ = -1;
+  int wakeFd_ = -1;
+  std::thread io_;
+
+  // Shared between the I/O thread and the others; guarded by mutex_.
+  mutable std::mutex mutex_;
+  std::condition_variable established_;
+  std::vector<char> connected_;           // [channel * size + peer]
+  std::deque<std::pair<int, std::pair<int, int>>> adopt_;  // fd, (peer, channel) to take over
+  std::string brokenReason_;
+  std::string abortReason_;
+  TcpStats stats_;
+
+  std::atomic<bool> broken_{false};
+  std::atomic<bool> propagate_{false};  // a broken notice waits to be sent
+  std::atomic<bool> aborted_{false};
+  std::atomic<bool> stopping_{false};
+  std::unique_ptr<std::atomic<bool>[]> peerGone_;  // [rank]: said goodbye
+
+  // I/O thread only.
+  std::map<uint64_t, std::unique_ptr<PendingHandshake>> pending_;
+  uint64_t nextPendingId_ = 0;
+  int64_t rejectLogs_ = 0;
+  Clock::time_point stopDeadline_;
+};
+
+}  // namespace ring

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what building and testing need, then builds and installs this package (editable).
+# Safe to run repeatedly: each step is skipped when already satisfied.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+
+need_apt=()
+command -v cmake >/dev/null || need_apt+=(cmake)
+command -v ninja >/dev/null || need_apt+=(ninja-build)
+command -v ccache >/dev/null || need_apt+=(ccache)
+[ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "== installing system packages: ${need_apt[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# torch 2.4 or newer is used as found; otherwise the pinned build (from the local disk here).
+if ! "$PYTHON" - <<'PY' 2>/dev/null
+import torch, sys
+major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+sys.exit(0 if (major, minor) >= (2, 4) else 1)
+PY
+then
+  echo "== installing torch==2.14.1"
+  "$PYTHON" -m pip install -q torch==2.14.1
+fi
+"$PYTHON" -c "import pytest" 2>/dev/null || "$PYTHON" -m pip install -q pytest
+"$PYTHON" -c "import numpy" 2>/dev/null || "$PYTHON" -m pip install -q numpy
+
+echo "== building torch_ring_backend (CMake via setup.py)"
+export MAX_JOBS=${MAX_JOBS:-$(nproc)}
+"$PYTHON" -m pip install -q --no-build-isolation -e . 

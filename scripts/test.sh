@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Every test: set up (if needed), the C++ unit tests (no torch), then the Python suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup_env.sh
+
+echo "== C++ unit tests"
+BUILD_DIR=build/cpp-tests
+cmake -S . -B "$BUILD_DIR" -G Ninja -DRING_BUILD_EXTENSION=OFF -DRING_CUDA=OFF \
+  -DRING_BUILD_TESTS=ON >/dev/null
+cmake --build "$BUILD_DIR" -j "$(nproc)"
+(cd "$BUILD_DIR" && ctest --output-on-failure -j1)
+
+echo "== Python tests"
+python3 -m pytest tests/python -q "$@"

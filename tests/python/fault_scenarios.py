@@ -1,0 +1,239 @@
+"""Fault scenarios, one per process group, run by test_faults.py as separate processes:
+
+    RANK=r WORLD_SIZE=n MASTER_ADDR=127.0.0.1 MASTER_PORT=p python fault_scenarios.py NAME
+
+Each rank prints one line `RESULT <json>` describing what it observed (error type and text,
+elapsed seconds, leftovers); the test asserts on those. A scenario that hangs is killed by the
+test, which then fails: hanging is exactly what these scenarios must never do.
+"""
+import datetime
+import gc
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+import torch_ring_backend
+
+TIMEOUT_S = float(os.environ.get("RING_TEST_TIMEOUT_S", "3"))
+
+
+def report(**fields):
+    print("RESULT " + json.dumps(fields), flush=True)
+
+
+def init():
+    dist.init_process_group("ring", timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    return dist.get_rank(), dist.get_world_size()
+
+
+def run_and_capture(fn):
+    """Runs fn(); returns (error type name or None, message, elapsed seconds)."""
+    start = time.monotonic()
+    try:
+        fn()
+        return None, "", time.monotonic() - start
+    except Exception as e:  # noqa: BLE001 - the type is what we report
+        return type(e).__name__, str(e), time.monotonic() - start
+
+
+def scenario_timeout():
+    rank, world = init()
+    if rank == 0:
+        err, msg, took = run_and_capture(lambda: dist.all_reduce(torch.ones(10)))
+        report(rank=rank, error=err, message=msg, elapsed=took)
+        # A later collective on the broken group fails fast with the same cause.
+        err2, msg2, took2 = run_and_capture(lambda: dist.all_reduce(torch.ones(10)))
+        report(rank=rank, phase="after", error=err2, message=msg2, elapsed=took2)
+    else:
+        time.sleep(TIMEOUT_S + 2)  # never joins the first all_reduce
+        err, msg, took = run_and_capture(lambda: dist.all_reduce(torch.ones(10)))
+        report(rank=rank, error=err, message=msg, elapsed=took)
+    os._exit(0)
+
+
+def scenario_kill():
+    rank, world = init()
+    x = torch.ones(1 << 20)
+    dist.all_reduce(x)  # everyone is connected and in step
+    if rank == world - 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.2)
+    err, msg, took = run_and_capture(lambda: [dist.all_reduce(x) for _ in range(50)])
+    report(rank=rank, error=err, message=msg, elapsed=took)
+    err2, msg2, took2 = run_and_capture(lambda: dist.broadcast(x, src=0))
+    report(rank=rank, phase="after", error=err2, message=msg2, elapsed=took2)
+    os._exit(0)
+
+
+def scenario_mismatch_count():
+    rank, world = init()
+    n = 1000 if rank == 0 else 2000
+    err, msg, took = run_and_capture(lambda: dist.all_reduce(torch.ones(n)))
+    report(rank=rank, error=err, message=msg, elapsed=took)
+    os._exit(0)
+
+
+def scenario_mismatch_collective():
+    rank, world = init()
+    x = torch.ones(100)
+    if rank == 0:
+        fn = lambda: dist.all_reduce(x)  # noqa: E731
+    else:
+        fn = lambda: dist.broadcast(x, src=0)  # noqa: E731
+    err, msg, took = run_and_capture(fn)
+    report(rank=rank, error=err, message=msg, elapsed=took)
+    os._exit(0)
+
+
+def scenario_mismatch_dtype():
+    rank, world = init()
+    x = torch.ones(100, dtype=torch.float32 if rank == 0 else torch.float64)
+    err, msg, took = run_and_capture(lambda: dist.all_reduce(x))
+    report(rank=rank, error=err, message=msg, elapsed=took)
+    os._exit(0)
+
+
+def scenario_mismatch_op():
+    rank, world = init()
+    op = dist.ReduceOp.SUM if rank == 0 else dist.ReduceOp.MAX
+    err, msg, took = run_and_capture(lambda: dist.all_reduce(torch.ones(100), op=op))
+    report(rank=rank, error=err, message=msg, elapsed=took)
+    os._exit(0)
+
+
+def scenario_mismatch_root():
+    # A broadcast root only sends, so it may finish before a receiver sees the wrong root; its
+    # next collective must then fail with that cause.
+    rank, world = init()
+    if rank == 1:
+        # Let rank 2 be waiting for its data first, so that it (not a later collective) is the
+        # one that compares the roots.
+        time.sleep(1.0)
+    err, msg, took = run_and_capture(lambda: dist.broadcast(torch.ones(100), src=rank % 2))
+    report(rank=rank, error=err, message=msg, elapsed=took)
+    err, msg, took = run_and_capture(lambda: dist.all_reduce(torch.ones(4)))
+    report(rank=rank, phase="after", error=err, message=msg, elapsed=took)
+    os._exit(0)
+
+
+def scenario_abort():
+    rank, world = init()
+    if rank == 0:
+        work = dist.all_reduce(torch.ones(10), async_op=True)  # rank 1 never joins
+        time.sleep(0.3)
+        backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+        start = time.monotonic()
+        backend.abort()
+        err, msg, _ = run_and_capture(work.wait)
+        report(rank=rank, error=err, message=msg, elapsed=time.monotonic() - start)
+    else:
+        time.sleep(1.5)
+        err, msg, took = run_and_capture(lambda: dist.all_reduce(torch.ones(10)))
+        report(rank=rank, error=err, message=msg, elapsed=took)
+    os._exit(0)
+
+
+def resources():
+    return {
+        "threads": len(os.listdir("/proc/self/task")),
+        "fds": len(os.listdir("/proc/self/fd")),
+        "shm": sorted(f for f in os.listdir("/dev/shm") if f.startswith("torch_ring_")),
+        "rss_kb": int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024,
+    }
+
+
+def scenario_cleanup():
+    # Baseline after torch has started its own threads: one throwaway gloo-free warm-up.
+    torch.ones(1).add_(1)
+    before = resources()
+    for _ in range(3):
+        rank, world = init()
+        sub = dist.new_group(backend="ring")
+        x = torch.ones(1000)
+        dist.all_reduce(x)
+        dist.all_reduce(x, group=sub)
+        if rank == 0:
+            dist.send(x, 1)
+        elif rank == 1:
+            dist.recv(x, 0)
+        dist.barrier()
+        during = resources()
+        dist.destroy_process_group()
+        gc.collect()
+    after = resources()
+    report(rank=rank, before=before, during=during, after=after)
+    os._exit(0)
+
+
+def scenario_use_after_destroy():
+    rank, world = init()
+    dist.destroy_process_group()
+    err, msg, took = run_and_capture(lambda: dist.all_reduce(torch.ones(4)))
+    report(rank=rank, error=err, message=msg, elapsed=took)
+    os._exit(0)
+
+
+def scenario_flight_recorder():
+    rank, world = init()
+    for i in range(5):
+        dist.all_reduce(torch.ones(10 + i))
+    dist.broadcast(torch.ones(7), src=0)
+    entries = torch_ring_backend.flight_recorder()
+    report(rank=rank, entries=entries)
+    os._exit(0)
+
+
+def scenario_stress():
+    rank, world = init()
+    other = dist.new_group(backend="ring")
+    x = torch.ones(16)
+    y = torch.ones(16, dtype=torch.int64)
+    def burst(count):
+        for i in range(count):
+            dist.all_reduce(x, op=dist.ReduceOp.MAX)
+            dist.all_reduce(y, group=other, op=dist.ReduceOp.MIN)
+        works = [dist.all_reduce(torch.full((8,), float(i)), async_op=True) for i in range(200)]
+        for w in works:
+            w.wait()
+    burst(500)  # warm-up: allocator pools, flight recorder filled
+    gc.collect()
+    before = resources()
+    start = time.monotonic()
+    burst(4500)  # with the warm-up: 10,000 small collectives over two groups, plus async
+    took = time.monotonic() - start
+    gc.collect()
+    after = resources()
+    ok = bool(torch.all(x == 1)) and bool(torch.all(y == 1))
+    report(rank=rank, before=before, after=after, elapsed=took, values_ok=ok)
+    dist.destroy_process_group()
+    os._exit(0)
+
+
+def scenario_sigstop():
+    # Rank 1 is stopped (by the test) right after the first collective; the others time out
+    # at about the timeout; after SIGCONT rank 1 errors cleanly instead of hanging.
+    rank, world = init()
+    dist.all_reduce(torch.ones(4))
+    print(f"READY {rank} {os.getpid()}", flush=True)
+    time.sleep(0.5)  # the test stops rank 1 during this sleep
+    err, msg, took = run_and_capture(lambda: dist.all_reduce(torch.ones(4)))
+    report(rank=rank, error=err, message=msg, elapsed=took)
+    os._exit(0)
+
+
+def scenario_debug_log():
+    rank, world = init()
+    dist.all_reduce(torch.ones(8))
+    report(rank=rank, ok=True)
+    dist.destroy_process_group()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    globals()["scenario_" + sys.argv[1]]()

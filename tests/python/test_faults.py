@@ -1,0 +1,154 @@
+"""Issue 6: faults end in clear errors on every rank, promptly, and leave nothing behind."""
+import os
+import signal
+import time
+
+import pytest
+
+from fault_launcher import finish, run_scenario, start
+
+TIMEOUT_S = 3.0
+
+
+def assert_dist_error(result, *fragments):
+    assert result["error"] == "DistBackendError", result
+    for f in fragments:
+        assert f in result["message"], (f, result["message"])
+
+
+def test_timeout_names_collective_sequence_ranks_and_time():
+    run = run_scenario("timeout", 2, timeout_s=TIMEOUT_S)
+    first = run.by_rank()
+    r0 = first[0]
+    assert_dist_error(r0, "all_reduce", "sequence 0", "rank 0", "rank 1", "timed out",
+                      f"timeout {int(TIMEOUT_S * 1000)} ms")
+    # About the timeout: not much earlier, and not the default 30 minutes.
+    assert TIMEOUT_S - 0.5 <= r0["elapsed"] <= TIMEOUT_S + 3, r0
+    # Later collectives on the broken group fail fast, with the first failure as the cause.
+    after = run.by_rank("after")[0]
+    assert_dist_error(after, "timed out")
+    assert after["elapsed"] < 1.0, after
+    # The rank that never joined learns about it at its next collective instead of hanging.
+    assert_dist_error(first[1], "broken", "timed out")
+    assert first[1]["elapsed"] < 1.0, first[1]
+
+
+def test_killed_rank_makes_survivors_fail_fast_naming_it():
+    run = run_scenario("kill", 3, timeout_s=30.0)  # a long timeout: detection must not need it
+    survivors = run.by_rank()
+    assert sorted(survivors) == [0, 1], run.outputs
+    for rank, r in survivors.items():
+        assert_dist_error(r, "rank 2")
+        assert "exited" in r["message"] or "gone" in r["message"], r
+        assert r["elapsed"] < 5.0, r
+        after = run.by_rank("after")[rank]
+        assert_dist_error(after, "rank 2")
+        assert after["elapsed"] < 1.0, after
+
+
+@pytest.mark.parametrize("scenario, fragments", [
+    ("mismatch_count", ["1000", "2000", "all_reduce", "sequence 0"]),
+    ("mismatch_collective", ["all_reduce", "broadcast"]),
+    ("mismatch_dtype", ["float32", "float64"]),
+    ("mismatch_op", ["SUM", "MAX"]),
+    ("mismatch_root", ["root 0", "root 1"]),
+])
+def test_mismatched_collectives_fail_on_every_rank(scenario, fragments):
+    world = 3 if scenario == "mismatch_root" else 2
+    run = run_scenario(scenario, world, timeout_s=TIMEOUT_S)
+    results = run.by_rank()
+    assert sorted(results) == list(range(world)), run.outputs
+    detailed = 0
+    messages = []
+    for rank, r in results.items():
+        if r["error"] is None and scenario == "mismatch_root":
+            r = run.by_rank("after")[rank]  # a pure sender learns at its next collective
+        assert r["error"] == "DistBackendError", r
+        assert "mismatch" in r["message"], r
+        detailed += all(f in r["message"] for f in fragments)
+        messages.append(r["message"])
+        # Well before the timeout: detection comes from the message headers.
+        assert r["elapsed"] < TIMEOUT_S, r
+    # At least one rank names both sides of the disagreement.
+    assert detailed >= 1, messages
+
+
+def test_abort_fails_pending_work_and_tells_peers():
+    run = run_scenario("abort", 2, timeout_s=30.0)
+    results = run.by_rank()
+    assert_dist_error(results[0], "abort")
+    assert results[0]["elapsed"] < 1.0, results[0]
+    assert_dist_error(results[1], "abort")
+
+
+def test_destroy_leaves_no_threads_fds_or_shm():
+    run = run_scenario("cleanup", 2, timeout_s=10.0)
+    for r in run.by_rank().values():
+        assert r["after"]["shm"] == [], r
+        assert r["after"]["fds"] <= r["before"]["fds"], r
+        assert r["after"]["threads"] <= r["before"]["threads"], r
+
+
+def test_sigkill_of_every_rank_leaves_no_shm():
+    before = {f for f in os.listdir("/dev/shm") if f.startswith("torch_ring_")}
+    run = start("stress", 2, timeout_s=10.0)
+    time.sleep(4.0)  # connected and busy by now
+    for p in run.procs:
+        p.kill()
+    finish(run, 10)
+    left = {f for f in os.listdir("/dev/shm") if f.startswith("torch_ring_")} - before
+    assert left == set()
+
+
+def test_sigstopped_rank_times_out_others_then_errors_after_sigcont():
+    run = start("sigstop", 2, timeout_s=TIMEOUT_S)
+    stopped = run.procs[1]
+    # Wait for rank 1 to be connected, then stop it.
+    deadline = time.monotonic() + 30
+    line = ""
+    while "READY 1" not in line and time.monotonic() < deadline:
+        line = stopped.stdout.readline()
+    os.kill(stopped.pid, signal.SIGSTOP)
+    time.sleep(TIMEOUT_S + 1.5)
+    os.kill(stopped.pid, signal.SIGCONT)
+    finish(run, 30)
+    results = run.by_rank()
+    assert_dist_error(results[0], "timed out", "rank 1")
+    assert TIMEOUT_S - 0.5 <= results[0]["elapsed"] <= TIMEOUT_S + 3, results[0]
+    assert results[1]["error"] == "DistBackendError", results[1]
+
+
+def test_use_after_destroy_is_a_clear_error():
+    run = run_scenario("use_after_destroy", 2)
+    for r in run.by_rank().values():
+        assert r["error"] is not None
+        assert "process group" in r["message"].lower() or "destroy" in r["message"].lower(), r
+
+
+def test_flight_recorder_lists_last_collectives():
+    run = run_scenario("flight_recorder", 2)
+    for r in run.by_rank().values():
+        entries = r["entries"]
+        assert [e["collective"] for e in entries[-2:]] == ["all_reduce", "broadcast"], entries
+        assert [e["seq"] for e in entries] == sorted(e["seq"] for e in entries)
+        assert all(e["state"] == "completed" for e in entries), entries
+        assert "7 x Float" in entries[-1]["detail"] and "root 0" in entries[-1]["detail"], entries[-1]
+
+
+def test_debug_logging_info_and_trace():
+    run = run_scenario("debug_log", 2, extra_env={"TORCH_RING_DEBUG": "TRACE"})
+    text = "\n".join(run.outputs)
+    assert "ring order 0 -> 1" in text, text
+    assert "shared memory" in text, text
+    assert "all_reduce (sequence 0) took" in text, text
+
+
+@pytest.mark.slow
+def test_stress_many_small_collectives_memory_and_files_flat():
+    run = run_scenario("stress", 2, limit_s=240, timeout_s=30.0)
+    for r in run.by_rank().values():
+        assert r["values_ok"], r
+        assert r["after"]["fds"] <= r["before"]["fds"], r
+        assert r["after"]["threads"] <= r["before"]["threads"], r
+        # RSS may wobble by allocator noise, not grow with the number of collectives.
+        assert r["after"]["rss_kb"] - r["before"]["rss_kb"] < 20 * 1024, r
