@@ -33,22 +33,20 @@ Step at(Prim p, Range r) { return Step{p, r.offset, r.offset, r.count}; }
 // contribution per hop; after n-1 hops chunk r+1 is complete at rank r. The all-gather half
 // then circulates each completed chunk n-1 hops. Each chunk is reduced in one fixed order
 // (starting at its owner), then copied verbatim: every rank ends with identical bits.
+// The per-step choice lives in ring_steps.h, shared with the CUDA kernels.
 std::vector<Step> planAllReduce(int nranks, int rank, int64_t count, int64_t sliceElems) {
   checkShape(nranks, rank, count, sliceElems);
   std::vector<Step> steps;
   if (nranks == 1) return steps;
   const int n = nranks;
   const int64_t loops = loopCount(chunkRange(count, n, 0).count, sliceElems);
-  steps.reserve(static_cast<size_t>(loops) * (2 * n - 1));
+  const int perLoop = allReduceStepsPerLoop(n);
+  steps.reserve(static_cast<size_t>(loops) * perLoop);
   for (int64_t loop = 0; loop < loops; ++loop) {
-    auto slice = [&](int64_t k) {
-      return sliceOf(chunkRange(count, n, modRank(k, n)), sliceElems, loop);
-    };
-    steps.push_back(at(Prim::Send, slice(rank)));
-    for (int s = 1; s <= n - 2; ++s) steps.push_back(at(Prim::RecvReduceSend, slice(rank - s)));
-    steps.push_back(at(Prim::RecvReduceCopySend, slice(rank + 1)));
-    for (int k = 0; k <= n - 3; ++k) steps.push_back(at(Prim::RecvCopySend, slice(rank - k)));
-    steps.push_back(at(Prim::Recv, slice(rank + 2)));
+    for (int i = 0; i < perLoop; ++i) {
+      StepShape s = allReduceStep(n, rank, i);
+      steps.push_back(at(s.prim, sliceOf(chunkRange(count, n, s.chunk), sliceElems, loop)));
+    }
   }
   return steps;
 }
@@ -62,45 +60,39 @@ std::vector<Step> planReduceScatter(int nranks, int rank, int64_t countPerRank,
   const int n = nranks;
   const int64_t loops = loopCount(countPerRank, sliceElems);
   for (int64_t loop = 0; loop < loops; ++loop) {
-    auto slice = [&](int64_t k) {
-      Range block{modRank(k, n) * countPerRank, countPerRank};
-      return sliceOf(block, sliceElems, loop);
-    };
+    auto slice = [&](int k) { return sliceOf(Range{k * countPerRank, countPerRank}, sliceElems, loop); };
     if (n == 1) {
       Range r = slice(0);
       steps.push_back(Step{Prim::Copy, r.offset, r.offset, r.count});
       continue;
     }
-    steps.push_back(at(Prim::Send, slice(rank - 1)));
-    for (int s = 1; s <= n - 2; ++s) {
-      steps.push_back(at(Prim::RecvReduceSend, slice(rank - 1 - s)));
+    for (int i = 0; i < n; ++i) {
+      StepShape s = reduceScatterStep(n, rank, i);
+      Range r = slice(s.chunk);
+      // The completed block goes to the output, which holds only this rank's block.
+      int64_t dst = s.prim == Prim::RecvReduceCopy ? r.offset - rank * countPerRank : r.offset;
+      steps.push_back(Step{s.prim, r.offset, dst, r.count});
     }
-    Range mine = slice(rank);
-    steps.push_back(Step{Prim::RecvReduceCopy, mine.offset, mine.offset - rank * countPerRank,
-                         mine.count});
   }
   return steps;
 }
 
 // Each rank copies its own block into place and sends it on; block r-k arrives at step k and
-// is forwarded unless this rank is the last one it must reach (rank r-1's successor chain).
+// is forwarded unless this rank is the last one it must reach.
 std::vector<Step> planAllGather(int nranks, int rank, int64_t countPerRank, int64_t sliceElems) {
   checkShape(nranks, rank, countPerRank, sliceElems);
   std::vector<Step> steps;
   const int n = nranks;
   const int64_t loops = loopCount(countPerRank, sliceElems);
+  const int perLoop = n == 1 ? 1 : allGatherStepsPerLoop(n);
   for (int64_t loop = 0; loop < loops; ++loop) {
-    auto slice = [&](int64_t k) {
-      Range block{modRank(k, n) * countPerRank, countPerRank};
-      return sliceOf(block, sliceElems, loop);
-    };
-    Range mine = slice(rank);
-    int64_t inOffset = mine.offset - rank * countPerRank;
-    steps.push_back(Step{Prim::Copy, inOffset, mine.offset, mine.count});
-    if (n == 1) continue;
-    steps.push_back(Step{Prim::Send, inOffset, mine.offset, mine.count});
-    for (int k = 1; k <= n - 2; ++k) steps.push_back(at(Prim::RecvCopySend, slice(rank - k)));
-    steps.push_back(at(Prim::Recv, slice(rank - (n - 1))));
+    for (int i = 0; i < perLoop; ++i) {
+      StepShape s = allGatherStep(n, rank, i);
+      Range r = sliceOf(Range{s.chunk * countPerRank, countPerRank}, sliceElems, loop);
+      // Own block: read from the input (which holds only this block), write in place.
+      int64_t src = s.chunk == rank ? r.offset - rank * countPerRank : r.offset;
+      steps.push_back(Step{s.prim, src, r.offset, r.count});
+    }
   }
   return steps;
 }
@@ -113,10 +105,7 @@ std::vector<Step> planBroadcast(int nranks, int rank, int root, int64_t count,
   RING_ASSERT(root >= 0 && root < nranks, "root ", root);
   std::vector<Step> steps;
   if (nranks == 1) return steps;
-  const int position = modRank(rank - root, nranks);
-  const Prim prim = position == 0             ? Prim::Send
-                    : position == nranks - 1  ? Prim::Recv
-                                              : Prim::RecvCopySend;
+  const Prim prim = broadcastPrim(nranks, rank, root);
   const int64_t loops = loopCount(count, sliceElems);
   for (int64_t loop = 0; loop < loops; ++loop) {
     steps.push_back(at(prim, sliceOf(Range{0, count}, sliceElems, loop)));
@@ -130,19 +119,10 @@ std::vector<Step> planReduce(int nranks, int rank, int root, int64_t count, int6
   checkShape(nranks, rank, count, sliceElems);
   RING_ASSERT(root >= 0 && root < nranks, "root ", root);
   std::vector<Step> steps;
-  const int position = modRank(rank - root - 1, nranks);
+  const Prim prim = nranks == 1 ? Prim::Copy : reducePrim(nranks, rank, root);
   const int64_t loops = loopCount(count, sliceElems);
   for (int64_t loop = 0; loop < loops; ++loop) {
-    Range r = sliceOf(Range{0, count}, sliceElems, loop);
-    if (nranks == 1) {
-      steps.push_back(at(Prim::Copy, r));
-    } else if (position == 0) {
-      steps.push_back(at(Prim::Send, r));
-    } else if (position == nranks - 1) {
-      steps.push_back(at(Prim::RecvReduceCopy, r));
-    } else {
-      steps.push_back(at(Prim::RecvReduceSend, r));
-    }
+    steps.push_back(at(prim, sliceOf(Range{0, count}, sliceElems, loop)));
   }
   return steps;
 }

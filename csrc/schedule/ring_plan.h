@@ -14,18 +14,9 @@
 #include <vector>
 
 #include "schedule/partition.h"
+#include "schedule/ring_steps.h"
 
 namespace ring {
-
-enum class Prim : uint8_t {
-  Send,                // input[src]                      -> next
-  RecvReduceSend,      // prev (op) input[src]            -> next
-  RecvReduceCopySend,  // prev (op) input[src], finalized -> output[dst] and next
-  RecvReduceCopy,      // prev (op) input[src], finalized -> output[dst]
-  RecvCopySend,        // prev                            -> output[dst] and next
-  Recv,                // prev                            -> output[dst]
-  Copy,                // input[src]                      -> output[dst]   (local, no message)
-};
 
 const char* primName(Prim p);
 
