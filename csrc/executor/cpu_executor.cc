@@ -70,7 +70,7 @@ void runRingPlan(Transport& t, const std::vector<Step>& steps, const PlanBuffers
 
     switch (s.prim) {
       case Prim::Send:
-        std::memcpy(out.payload, src, static_cast<size_t>(bytes));
+        if (bytes > 0) std::memcpy(out.payload, src, static_cast<size_t>(bytes));
         break;
       case Prim::RecvReduceSend:
         io.combine(out.payload, in.payload, src, s.count);
@@ -78,18 +78,20 @@ void runRingPlan(Transport& t, const std::vector<Step>& steps, const PlanBuffers
       case Prim::RecvReduceCopySend:
         io.combine(dst, in.payload, src, s.count);
         if (io.divide) io.divide(dst, io.divisor, s.count);
-        std::memcpy(out.payload, dst, static_cast<size_t>(bytes));
+        if (bytes > 0) std::memcpy(out.payload, dst, static_cast<size_t>(bytes));
         break;
       case Prim::RecvReduceCopy:
         io.combine(dst, in.payload, src, s.count);
         if (io.divide) io.divide(dst, io.divisor, s.count);
         break;
       case Prim::RecvCopySend:
-        std::memcpy(dst, in.payload, static_cast<size_t>(bytes));
-        std::memcpy(out.payload, in.payload, static_cast<size_t>(bytes));
+        if (bytes > 0) {
+          std::memcpy(dst, in.payload, static_cast<size_t>(bytes));
+          std::memcpy(out.payload, in.payload, static_cast<size_t>(bytes));
+        }
         break;
       case Prim::Recv:
-        std::memcpy(dst, in.payload, static_cast<size_t>(bytes));
+        if (bytes > 0) std::memcpy(dst, in.payload, static_cast<size_t>(bytes));
         break;
       case Prim::Copy:
         // An all-gather input may be a view into its own output (FSDP): nothing to move then.

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/hostdevice.h"
 #include "common/types.h"
@@ -60,8 +61,8 @@ template <DType D, RedOp Op> struct Combine {
       return narrow<T>(static_cast<A>(r ? 1 : 0));
     }
     switch (Op) {
-      case RedOp::Sum: case RedOp::Avg: case RedOp::PreMulSum: return narrow<T>(static_cast<A>(a + b));
-      case RedOp::Product: return narrow<T>(static_cast<A>(a * b));
+      case RedOp::Sum: case RedOp::Avg: case RedOp::PreMulSum: return narrow<T>(wrapAdd(a, b));
+      case RedOp::Product: return narrow<T>(wrapMul(a, b));
       // NaN wins for floating MIN/MAX, as torch.maximum / minimum propagate it.
       case RedOp::Max: return narrow<T>(a != a ? a : (b != b ? b : (a > b ? a : b)));
       case RedOp::Min: return narrow<T>(a != a ? a : (b != b ? b : (a < b ? a : b)));
@@ -72,6 +73,24 @@ template <DType D, RedOp Op> struct Combine {
     }
   }
   template <typename U> RING_HOST_DEVICE static int64_t asInt(U v) { return static_cast<int64_t>(v); }
+  // Integers wrap around on overflow, as torch's do; computing in the unsigned type of the
+  // same width makes that defined behaviour in C++ (signed overflow is not).
+  RING_HOST_DEVICE static A wrapAdd(A a, A b) {
+    if (std::is_integral<A>::value) {
+      using UA = typename std::make_unsigned<typename std::conditional<std::is_integral<A>::value, A, int>::type>::type;
+      return static_cast<A>(static_cast<UA>(static_cast<UA>(a) + static_cast<UA>(b)));
+    }
+    return static_cast<A>(a + b);
+  }
+  RING_HOST_DEVICE static A wrapMul(A a, A b) {
+    if (std::is_integral<A>::value) {
+      using UA = typename std::make_unsigned<typename std::conditional<std::is_integral<A>::value, A, int>::type>::type;
+      // Promote to at least unsigned int so that uint16 * uint16 does not become signed int.
+      using Wide = typename std::conditional<(sizeof(UA) < sizeof(unsigned)), unsigned, UA>::type;
+      return static_cast<A>(static_cast<UA>(static_cast<Wide>(static_cast<UA>(a)) * static_cast<Wide>(static_cast<UA>(b))));
+    }
+    return static_cast<A>(a * b);
+  }
 };
 
 // dst[i] = a[i] (op) b[i]. dst may alias a or b.

@@ -1,1 +1,339 @@
+// Reduction functors through the CPU executor's type-erased table, checked against references
+// written from each operator's definition (integer wraparound, NaN propagation, bool algebra),
+// and the 16-bit float conversions checked against float16_reference.h.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "common/errors.h"
+#include "common/types.h"
+#include "float16_reference.h"
+#include "kernels/half_bits.h"
+#include "kernels/reduce_table.h"
+
+namespace ring {
+namespace {
+
+const RedOp kAllOps[] = {RedOp::Sum,  RedOp::Avg, RedOp::Product, RedOp::Min,      RedOp::Max,
+                         RedOp::BAnd, RedOp::BOr, RedOp::BXor,    RedOp::PreMulSum};
+
+// Runs combineFn(t, op) over whole arrays: once into a separate output, once in place into
+// `a` (the executor does both); both must agree.
+template <typename T>
+std::vector<T> combineAll(DType t, RedOp op, std::vector<T> a, const std::vector<T>& b) {
+  std::vector<T> out(a.size());
+  combineFn(t, op)(out.data(), a.data(), b.data(), static_cast<int64_t>(a.size()));
+  combineFn(t, op)(a.data(), a.data(), b.data(), static_cast<int64_t>(a.size()));
+  EXPECT_EQ(0, std::memcmp(out.data(), a.data(), a.size() * sizeof(T))) << "in place differs";
+  return out;
+}
+
+// Two's-complement wraparound into T (what the hardware and torch do for narrow integers).
+template <typename T> T wrap(int64_t x) {
+  return static_cast<T>(static_cast<std::make_unsigned_t<T>>(static_cast<uint64_t>(x)));
+}
+
+template <typename T> T integerReference(RedOp op, T a, T b) {
+  const int64_t x = a, y = b;
+  switch (op) {
+    case RedOp::Sum: case RedOp::Avg: case RedOp::PreMulSum: return wrap<T>(x + y);
+    case RedOp::Product: return wrap<T>(x * y);
+    case RedOp::Min: return x < y ? a : b;
+    case RedOp::Max: return x > y ? a : b;
+    case RedOp::BAnd: return wrap<T>(x & y);
+    case RedOp::BOr: return wrap<T>(x | y);
+    case RedOp::BXor: return wrap<T>(x ^ y);
+    default: ADD_FAILURE() << "no reference for " << redOpName(op); return 0;
+  }
+}
+
+// Every op that opSupported() accepts for integer type T, over the given operand pairs.
+template <typename T>
+void expectIntegerOps(DType t, const std::vector<std::pair<T, T>>& pairs) {
+  std::vector<T> a, b;
+  for (auto& p : pairs) a.push_back(p.first), b.push_back(p.second);
+  int tested = 0;
+  for (RedOp op : kAllOps) {
+    if (!opSupported(t, op)) continue;
+    ++tested;
+    std::vector<T> got = combineAll(t, op, a, b);
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(int64_t{got[i]}, int64_t{integerReference(op, a[i], b[i])})
+          << dtypeName(t) << " " << redOpName(op) << " of " << int64_t{a[i]} << ", "
+          << int64_t{b[i]};
+    }
+  }
+  EXPECT_EQ(tested, 9) << "every op applies to integers";
+}
+
+// Signed overflow is undefined behaviour for int32/int64 arithmetic in C++, so those pairs stay
+// in range; the narrow types are computed in int and must wrap like torch's.
+TEST(ReduceOps, IntegerOpsIncludingNegativesAndWraparound) {
+  expectIntegerOps<int8_t>(DType::Int8,
+      {{100, 100}, {-128, -1}, {127, 1}, {-7, 3}, {-6, 5}, {0, -128}, {16, 9}});
+  expectIntegerOps<uint8_t>(DType::UInt8, {{200, 100}, {255, 255}, {0, 7}, {12, 10}});
+  expectIntegerOps<int16_t>(DType::Int16, {{300, 300}, {-32768, -1}, {32767, 2}, {-5, 12}});
+  expectIntegerOps<int32_t>(DType::Int32, {{-40000, 3}, {1234, -5678}, {-1, -1}, {7, 0}});
+  expectIntegerOps<int64_t>(DType::Int64,
+      {{-(int64_t{1} << 40), 3}, {int64_t{1} << 33, -5}, {-9, -9}, {0x0f0f, 0x00ff}});
+}
+
+bool sameFloat(double x, double y) {
+  return (std::isnan(x) && std::isnan(y)) || (x == y && std::signbit(x) == std::signbit(y));
+}
+
+// Reference in double for float operands; `round` brings it back to the storage format.
+double floatReference(RedOp op, double a, double b) {
+  switch (op) {
+    case RedOp::Sum: case RedOp::Avg: case RedOp::PreMulSum: return a + b;
+    case RedOp::Product: return a * b;
+    // torch.maximum / minimum: a NaN operand makes the result NaN.
+    case RedOp::Min: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+    case RedOp::Max: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+    default: ADD_FAILURE() << "no reference for " << redOpName(op); return 0;
+  }
+}
+
+const std::vector<std::pair<float, float>> kFloatPairs = {
+    {1.5f, -2.25f}, {NAN, 1.0f}, {1.0f, NAN}, {-3.0f, -3.5f}, {INFINITY, 2.0f},
+    {0.1f, 0.2f},   {-0.0f, 4.0f}, {1000.0f, 0.001f}};
+
+template <typename T>
+void expectFloatOps(DType t) {
+  std::vector<T> a, b;
+  for (auto& p : kFloatPairs) a.push_back(p.first), b.push_back(p.second);
+  int tested = 0;
+  for (RedOp op : kAllOps) {
+    if (!opSupported(t, op)) continue;
+    ++tested;
+    std::vector<T> got = combineAll(t, op, a, b);
+    for (size_t i = 0; i < a.size(); ++i) {
+      // The sum of two floats rounded once to T is exactly what T's own + computes.
+      double want = static_cast<T>(floatReference(op, a[i], b[i]));
+      EXPECT_TRUE(sameFloat(got[i], want)) << dtypeName(t) << " " << redOpName(op) << " of "
+                                           << a[i] << ", " << b[i] << ": " << got[i];
+    }
+  }
+  EXPECT_EQ(tested, 6) << "bitwise ops do not apply to floats";
+}
+
+TEST(ReduceOps, FloatOpsPropagateNaNThroughMinAndMax) {
+  expectFloatOps<float>(DType::Float32);
+  expectFloatOps<double>(DType::Float64);
+}
+
+// 16-bit floats: operands decoded exactly, combined in double, rounded to float (as the
+// functor computes in float) and then to the 16-bit format.
+template <typename Storage>
+void expectSixteenBitOps(DType t, uint16_t (*encode)(float), double (*decode)(uint16_t)) {
+  std::vector<Storage> a, b;
+  for (auto& p : kFloatPairs) a.push_back({encode(p.first)}), b.push_back({encode(p.second)});
+  a.push_back({encode(65504.0f)}), b.push_back({encode(65504.0f)});  // overflows half
+  int tested = 0;
+  for (RedOp op : kAllOps) {
+    if (!opSupported(t, op)) continue;
+    ++tested;
+    std::vector<Storage> got = combineAll(t, op, a, b);
+    for (size_t i = 0; i < a.size(); ++i) {
+      double x = decode(a[i].bits), y = decode(b[i].bits);
+      uint16_t want = encode(static_cast<float>(floatReference(op, x, y)));
+      EXPECT_TRUE(sameFloat(decode(got[i].bits), decode(want)))
+          << dtypeName(t) << " " << redOpName(op) << " of " << x << ", " << y << ": bits 0x"
+          << std::hex << got[i].bits << " vs 0x" << want;
+    }
+  }
+  EXPECT_EQ(tested, 6);
+}
+
+TEST(ReduceOps, SixteenBitFloatOpsRoundOnce) {
+  expectSixteenBitOps<Half>(DType::Float16, ref::halfBits, ref::halfValue);
+  expectSixteenBitOps<BFloat16>(DType::BFloat16, ref::bfloat16Bits, ref::bfloat16Value);
+}
+
+// Bool is one byte holding 0 or 1: SUM and MAX are OR, PRODUCT and MIN are AND (as NCCL).
+bool truthOf(RedOp op, bool p, bool q, bool* known) {
+  *known = true;
+  switch (op) {
+    case RedOp::Sum: case RedOp::Max: case RedOp::BOr: return p || q;
+    case RedOp::Product: case RedOp::Min: case RedOp::BAnd: return p && q;
+    case RedOp::BXor: return p != q;
+    default: *known = false; return false;
+  }
+}
+
+TEST(ReduceOps, BoolOpsAreLogical) {
+  const std::vector<uint8_t> a = {0, 0, 1, 1}, b = {0, 1, 0, 1};
+  int tested = 0;
+  for (RedOp op : kAllOps) {
+    if (!opSupported(DType::Bool, op)) continue;
+    ++tested;
+    std::vector<uint8_t> got = combineAll(DType::Bool, op, a, b);
+    for (size_t i = 0; i < a.size(); ++i) {
+      bool known = false;
+      bool want = truthOf(op, a[i] != 0, b[i] != 0, &known);
+      ASSERT_TRUE(known) << "bool accepts " << redOpName(op) << " but it has no truth table";
+      EXPECT_EQ(got[i], want ? 1 : 0) << redOpName(op) << " of " << int{a[i]} << ", " << int{b[i]};
+    }
+  }
+  EXPECT_EQ(tested, 7) << "all but AVG and PREMUL_SUM apply to bool";
+}
+
+TEST(ReduceOps, OpSupportedRefusesMeaninglessPairs) {
+  for (DType t : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (RedOp op : {RedOp::BAnd, RedOp::BOr, RedOp::BXor}) {
+      EXPECT_FALSE(opSupported(t, op)) << dtypeName(t) << " " << redOpName(op);
+      // The table refuses loudly instead of returning a null function.
+      EXPECT_THROW(combineFn(t, op), RingError);
+    }
+  }
+  EXPECT_FALSE(opSupported(DType::Bool, RedOp::Avg));
+  EXPECT_FALSE(opSupported(DType::Bool, RedOp::PreMulSum));
+  EXPECT_THROW(combineFn(DType::Bool, RedOp::Avg), RingError);
+  for (DType t : {DType::Int8, DType::UInt8, DType::Int16, DType::Int32, DType::Int64}) {
+    for (RedOp op : kAllOps) EXPECT_TRUE(opSupported(t, op)) << dtypeName(t) << redOpName(op);
+  }
+}
+
+template <typename T> std::vector<T> divided(DType t, std::vector<T> v, int64_t divisor) {
+  divideFn(t)(v.data(), divisor, static_cast<int64_t>(v.size()));
+  return v;
+}
+
+// AVG's last step. Integer division truncates toward zero (as torch's integer division in
+// c10d's AVG does), never toward minus infinity.
+TEST(ReduceOps, DivideTruncatesIntegersTowardZero) {
+  const std::vector<int64_t> in = {-7, 7, -8, 9, -1, 0};
+  for (int64_t d : {2, 3, 7}) {
+    std::vector<int64_t> got = divided(DType::Int64, in, d);
+    std::vector<int8_t> got8 = divided(DType::Int8, std::vector<int8_t>(in.begin(), in.end()), d);
+    for (size_t i = 0; i < in.size(); ++i) {
+      auto want = static_cast<int64_t>(std::trunc(static_cast<double>(in[i]) / d));
+      EXPECT_EQ(got[i], want) << in[i] << " / " << d;
+      EXPECT_EQ(int64_t{got8[i]}, want) << in[i] << " / " << d << " (int8)";
+    }
+  }
+  EXPECT_EQ(divided(DType::Int8, std::vector<int8_t>{-128}, 3)[0], -42);
+  EXPECT_EQ(divided(DType::UInt8, std::vector<uint8_t>{255}, 4)[0], 63);
+  EXPECT_EQ(divided(DType::Float32, std::vector<float>{7.0f, -1.0f}, 2)[0], 3.5f);
+  EXPECT_EQ(divided(DType::Float32, std::vector<float>{-1.0f}, 3)[0], -1.0f / 3.0f);
+  auto h = divided(DType::Float16, std::vector<Half>{{ref::halfBits(1.0f)}}, 3);
+  EXPECT_EQ(h[0].bits, ref::halfBits(1.0f / 3.0f));
+  auto bf = divided(DType::BFloat16, std::vector<BFloat16>{{ref::bfloat16Bits(7.0f)}}, 2);
+  EXPECT_EQ(bf[0].bits, ref::bfloat16Bits(3.5f));
+}
+
+// PREMUL_SUM's pre-multiplication, computed in double; integers truncate toward zero.
+TEST(ReduceOps, ScaleMultipliesAndTruncatesIntegers) {
+  for (double factor : {0.5, -2.0, 0.1}) {
+    std::vector<int32_t> ints = {7, -7, 100, -3, 0}, outInts(ints.size());
+    scaleFn(DType::Int32)(outInts.data(), ints.data(), factor, static_cast<int64_t>(ints.size()));
+    std::vector<float> fl = {3.0f, -1.25f, 0.1f}, outFl(fl.size());
+    scaleFn(DType::Float32)(outFl.data(), fl.data(), factor, static_cast<int64_t>(fl.size()));
+    std::vector<Half> hf = {{ref::halfBits(3.0f)}, {ref::halfBits(-0.3f)}}, outHf(hf.size());
+    scaleFn(DType::Float16)(outHf.data(), hf.data(), factor, static_cast<int64_t>(hf.size()));
+    for (size_t i = 0; i < ints.size(); ++i) {
+      EXPECT_EQ(outInts[i], static_cast<int32_t>(std::trunc(ints[i] * factor)))
+          << ints[i] << " * " << factor;
+    }
+    for (size_t i = 0; i < fl.size(); ++i) {
+      EXPECT_EQ(outFl[i], static_cast<float>(static_cast<double>(fl[i]) * factor));
+    }
+    for (size_t i = 0; i < hf.size(); ++i) {
+      float want = static_cast<float>(ref::halfValue(hf[i].bits) * factor);
+      EXPECT_EQ(outHf[i].bits, ref::halfBits(want)) << ref::halfValue(hf[i].bits) << " * " << factor;
+    }
+  }
+}
+
+// ---- 16-bit float conversions -------------------------------------------------------------
+
+// The reference itself, pinned to values fixed by the IEEE binary16 / bfloat16 formats.
+TEST(HalfBits, ReferenceMatchesKnownEncodings) {
+  EXPECT_EQ(ref::halfBits(1.0f), 0x3c00);
+  EXPECT_EQ(ref::halfBits(-2.0f), 0xc000);
+  EXPECT_EQ(ref::halfBits(65504.0f), 0x7bff);
+  EXPECT_EQ(ref::halfBits(std::ldexp(1.0f, -24)), 0x0001);
+  EXPECT_EQ(ref::halfBits(std::ldexp(1.0f, -14)), 0x0400);
+  EXPECT_EQ(ref::bfloat16Bits(1.0f), 0x3f80);
+  EXPECT_EQ(ref::bfloat16Bits(-2.0f), 0xc000);
+  EXPECT_EQ(ref::halfValue(0x3555), 0.333251953125);
+}
+
+// Every half and bfloat16 value is exact in float, so widening and narrowing again must give
+// back the same bits for all 65536 patterns except NaNs (whose payload may change).
+TEST(HalfBits, EveryNonNaNPatternRoundTripsThroughFloat) {
+  for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
+    const auto b = static_cast<uint16_t>(bits);
+    const double halfWant = ref::halfValue(b), bfWant = ref::bfloat16Value(b);
+    const float h = toFloat(Half{b}), bf = toFloat(BFloat16{b});
+    if (std::isnan(halfWant)) {
+      EXPECT_TRUE(std::isnan(h)) << std::hex << bits;
+      EXPECT_TRUE(std::isnan(ref::halfValue(toHalf(h).bits))) << std::hex << bits;
+    } else {
+      ASSERT_TRUE(sameFloat(h, halfWant)) << "half 0x" << std::hex << bits << ": " << h;
+      ASSERT_EQ(toHalf(h).bits, b) << "half 0x" << std::hex << bits;
+    }
+    if (std::isnan(bfWant)) {
+      EXPECT_TRUE(std::isnan(bf)) << std::hex << bits;
+      EXPECT_TRUE(std::isnan(ref::bfloat16Value(toBFloat16(bf).bits))) << std::hex << bits;
+    } else {
+      ASSERT_TRUE(sameFloat(bf, bfWant)) << "bfloat16 0x" << std::hex << bits << ": " << bf;
+      ASSERT_EQ(toBFloat16(bf).bits, b) << "bfloat16 0x" << std::hex << bits;
+    }
+  }
+}
+
+// Values that sit exactly between two neighbours, just off them, at the subnormal and overflow
+// boundaries, and a deterministic spread of floats: narrowing must round to nearest, ties to
+// even, exactly like the reference.
+std::vector<float> roundingProbes() {
+  std::vector<float> v;
+  for (int e : {0, -14, -15, -20, -24, -25, 15, 5, -133, -126, 127}) {
+    for (double m : {1.0, 1.0 + std::ldexp(1.0, -11), 1.0 + 3 * std::ldexp(1.0, -11),
+                     1.0 + std::ldexp(1.0, -8), 1.0 + 3 * std::ldexp(1.0, -8), 1.5, 1.75,
+                     1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -20), 2.0 - std::ldexp(1.0, -23)}) {
+      for (double sign : {1.0, -1.0}) v.push_back(static_cast<float>(sign * std::ldexp(m, e)));
+    }
+  }
+  for (float x : {65504.0f, 65519.0f, 65520.0f, 65535.0f, 1e10f, std::ldexp(1.0f, -14) -
+                  std::ldexp(1.0f, -25), std::ldexp(3.0f, -25), INFINITY, -INFINITY, 0.0f, -0.0f,
+                  std::numeric_limits<float>::max(), std::numeric_limits<float>::denorm_min()}) {
+    v.push_back(x);
+  }
+  uint64_t state = 0x9e3779b97f4a7c15ull;  // splitmix64: reproducible, no <random> state
+  for (int i = 0; i < 200000; ++i) {
+    state += 0x9e3779b97f4a7c15ull;
+    uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    // Half of the probes keep the exponent near half's range, the rest are any float.
+    uint32_t bits = static_cast<uint32_t>(z);
+    if (i % 2 == 0) bits = (bits & 0x807fffffu) | ((100u + static_cast<uint32_t>(z >> 40) % 48u) << 23);
+    v.push_back(bitsToFloat(bits));
+  }
+  return v;
+}
+
+TEST(HalfBits, NarrowingRoundsToNearestEven) {
+  for (float f : roundingProbes()) {
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(ref::halfValue(toHalf(f).bits)));
+      EXPECT_TRUE(std::isnan(ref::bfloat16Value(toBFloat16(f).bits)));
+      continue;
+    }
+    ASSERT_EQ(toHalf(f).bits, ref::halfBits(f)) << "half of " << f << " (float bits 0x"
+                                                << std::hex << floatToBits(f) << ")";
+    ASSERT_EQ(toBFloat16(f).bits, ref::bfloat16Bits(f)) << "bfloat16 of " << f << " (0x"
+                                                        << std::hex << floatToBits(f) << ")";
+  }
+}
+
+}  // namespace
+}  // namespace ring

@@ -1,0 +1,52 @@
+// An in-memory Rendezvous for threads-as-ranks tests: the store the ranks of one process meet
+// through, with the same blocking get (and TimeoutError) as the c10d store the backend adapts.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "common/errors.h"
+#include "transport/rendezvous.h"
+
+namespace ring {
+namespace testing_support {
+
+class MemoryRendezvous : public Rendezvous {
+ public:
+  void set(const std::string& key, const std::string& value) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      values_[key] = value;
+    }
+    changed_.notify_all();
+  }
+
+  std::string get(const std::string& key, std::chrono::milliseconds timeout) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!changed_.wait_for(lock, timeout, [&] { return values_.count(key) != 0; })) {
+      throw TimeoutError(strCat("MemoryRendezvous: key '", key, "' not set within ",
+                                timeout.count(), " ms"));
+    }
+    return values_[key];
+  }
+
+  // Non-blocking look-up for tests that inspect what the ranks published.
+  bool peek(const std::string& key, std::string* value) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = values_.find(key);
+    if (it == values_.end()) return false;
+    *value = it->second;
+    return true;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, std::string> values_;
+};
+
+}  // namespace testing_support
+}  // namespace ring
