@@ -45,6 +45,8 @@ def flight_recorder(group=None, device="cpu"):
     seq, collective, detail, state (queued/running/completed/failed), times and error."""
     pg = group if group is not None else dist.group.WORLD
     backend = pg._get_backend(torch.device(device))
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps every backend in a checking wrapper: look inside.
+    backend = getattr(backend, "wrapped_pg", backend)
     if not isinstance(backend, _C.RingBackend):
         raise ValueError(f"the {device} backend of this group is {type(backend).__name__}, not ring")
     return backend.flight_recorder()

@@ -77,7 +77,7 @@ RedOp toRingOp(const CheckScope& s, const c10d::ReduceOp& op, at::ScalarType t, 
 void checkTensor(const CheckScope& s, const at::Tensor& t, const std::string& what) {
   if (!t.defined()) failUsage(s, strCat(what, " is an undefined tensor"));
   if (t.layout() != at::kStrided) {
-    failUsage(s, strCat(what, " is a ", c10::toString(t.layout()),
+    failUsage(s, strCat(what, " is a ", t.layout(),
                         " tensor; only dense tensors are supported (use .to_dense())"));
   }
   if (!t.device().is_cpu() && !t.device().is_cuda()) {

@@ -27,6 +27,20 @@ int readLevel() {
   throw UsageError(strCat("TORCH_RING_DEBUG='", v, "' must be WARN, INFO or TRACE"));
 }
 
+std::string readString(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+std::string readTransport() {
+  std::string v = readString("TORCH_RING_TRANSPORT");
+  if (v.empty()) return "auto";
+  if (v != "auto" && v != "shm" && v != "tcp") {
+    throw UsageError(strCat("TORCH_RING_TRANSPORT='", v, "' must be auto, shm or tcp"));
+  }
+  return v;
+}
+
 }  // namespace
 
 const EnvKnobs& env() {
@@ -37,6 +51,9 @@ const EnvKnobs& env() {
     k.slots = static_cast<int>(readInt("TORCH_RING_SLOTS", 4, 2, 64));
     k.spinIterations = static_cast<int>(readInt("TORCH_RING_SPIN", 2000, 0, 100000000));
     k.debugLevel = readLevel();
+    k.transport = readTransport();
+    k.socketIfname = readString("TORCH_RING_SOCKET_IFNAME");
+    k.masterAddr = readString("MASTER_ADDR");
     return k;
   }();
   return knobs;

@@ -17,6 +17,17 @@ struct EnvKnobs {
   int spinIterations;
   // TORCH_RING_DEBUG = WARN | INFO | TRACE (default WARN).
   int debugLevel;
+  // TORCH_RING_TRANSPORT = auto | shm | tcp (default auto): how ranks are linked. auto: shared
+  // memory between ranks of one host, TCP between hosts, in the same ring; tcp: TCP for every
+  // link (to test the TCP path on one host); shm: shared memory only (an error if the ranks
+  // span hosts). CommOptions::transport overrides it.
+  std::string transport;
+  // TORCH_RING_SOCKET_IFNAME (e.g. eth0): the interface whose IPv4 address the TCP transport
+  // listens on. Default: the local address that reaches MASTER_ADDR, else the address the host
+  // name resolves to, else 127.0.0.1. Never 0.0.0.0; the port is always chosen by the kernel.
+  std::string socketIfname;
+  // MASTER_ADDR (set by torchrun, not ours; read only to pick the default interface above).
+  std::string masterAddr;
 };
 
 enum LogLevel { kLogWarn = 0, kLogInfo = 1, kLogTrace = 2 };

@@ -13,7 +13,9 @@
 #include "executor/cpu_executor.h"
 #include "kernels/reduce_table.h"
 #include "schedule/ring_plan.h"
+#include "transport/mixed_transport.h"
 #include "transport/shm/shm_transport.h"
+#include "transport/tcp/tcp_transport.h"
 
 namespace ring {
 
@@ -35,21 +37,58 @@ std::string hostIdentity() {
 
 namespace {
 
-std::unique_ptr<Transport> connect(Rendezvous& store, int rank, int size,
-                                   const ShmGeometry& geometry, std::chrono::milliseconds timeout) {
-  std::string mine = hostIdentity();
+// Chooses the transport of every link. Ranks publish their host identity; in "auto" mode the
+// ranks that share this host (and so can map each other's shared memory) are linked by shared
+// memory, all others by TCP, and the two sets form one ring through a MixedTransport. "tcp"
+// puts every link on TCP, "shm" refuses a group that spans hosts. Construction order is the
+// same on every rank (shared memory among this host's ranks, then TCP), so the two set-up
+// phases never wait on each other.
+std::unique_ptr<Transport> connect(Rendezvous& store, int rank, int size, const CommOptions& opts,
+                                   const ShmGeometry& geometry) {
+  const std::string mode = opts.transport.empty() ? env().transport : opts.transport;
+  RING_USAGE_CHECK(mode == "auto" || mode == "shm" || mode == "tcp", "ring: transport '", mode,
+                   "' must be auto, shm or tcp");
+  const std::string mine = opts.hostId.empty() ? hostIdentity() : opts.hostId;
   store.set(strCat("ring/host/", rank), mine);
+  std::vector<int> local{rank}, remote;
+  std::vector<char> viaLocal(static_cast<size_t>(size), 0);
   for (int r = 0; r < size; ++r) {
     if (r == rank) continue;
-    std::string theirs = store.get(strCat("ring/host/", r), timeout);
-    if (theirs != mine) {
+    std::string theirs = store.get(strCat("ring/host/", r), opts.timeout);
+    if (mode != "tcp" && theirs == mine) {
+      local.push_back(r);
+      viaLocal[static_cast<size_t>(r)] = 1;
+    } else {
+      remote.push_back(r);
+    }
+    if (mode == "shm" && theirs != mine) {
       throw CommError(strCat(
           "ring: rank ", rank, " and rank ", r, " are on different hosts (or namespaces): '",
-          mine, "' vs '", theirs, "'. This version connects ranks through shared memory only; "
-          "the TCP transport for several hosts is not implemented yet."));
+          mine, "' vs '", theirs, "', but TORCH_RING_TRANSPORT=shm allows shared memory only. "
+          "Unset it (auto: TCP between hosts) or set it to tcp."));
     }
   }
-  return std::make_unique<ShmTransport>(store, rank, size, geometry, timeout);
+  std::unique_ptr<Transport> shm, tcp;
+  if (local.size() > 1 || remote.empty()) {
+    ShmGeometry g = geometry;
+    g.nranks = static_cast<int>(local.size());
+    shm = std::make_unique<ShmTransport>(store, rank, size, local, g, opts.timeout);
+  }
+  if (!remote.empty()) {
+    TcpOptions t;
+    t.groupName = opts.groupName;
+    t.slotBytes = geometry.slotBytes;
+    t.slots = geometry.slots;
+    t.timeout = opts.timeout;
+    t.listenAddress = opts.listenAddress;
+    tcp = std::make_unique<TcpTransport>(store, rank, size, remote, t);
+  }
+  RING_LOG(kLogInfo, "group '", opts.groupName, "' rank ", rank, ": ", local.size() - 1,
+           " peer(s) over shared memory, ", remote.size(), " over TCP (transport ", mode, ")");
+  if (!tcp) return shm;
+  if (!shm) return tcp;
+  return std::make_unique<MixedTransport>(rank, size, std::move(shm), std::move(tcp),
+                                          std::move(viaLocal));
 }
 
 int64_t sliceElems(int64_t slotBytes, DType t) {
@@ -66,14 +105,22 @@ Communicator::Communicator(Rendezvous& store, int rank, int size, const CommOpti
   g.nranks = size;
   g.slotBytes = opts.slotBytes > 0 ? opts.slotBytes : env().slotBytes;
   g.slots = opts.slots > 0 ? opts.slots : env().slots;
+  // A step that receives and sends holds its received slot until its own message is out, so
+  // one slot per FIFO deadlocks a ring (tests/cpp/test_plans.cc shows it); two always suffice.
+  RING_USAGE_CHECK(g.slots >= 2, "ring: a FIFO needs at least 2 slots, got ", g.slots);
   slotBytes_ = g.slotBytes;
-  transport_ = connect(store, rank, size, g, opts.timeout);
+  transport_ = connect(store, rank, size, opts, g);
   if (rank == 0) {
     RING_LOG(kLogInfo, "group '", groupName_, "': ", size, " ranks, ring order 0 -> 1 -> ... -> ",
              size - 1, " -> 0");
   }
   if (size > 1) {
-    RING_LOG(kLogInfo, "group '", groupName_, "': ", transport_->describeLink(ringNext(rank, size)));
+    // The two ring links of this rank, each with its transport.
+    RING_LOG(kLogInfo, "group '", groupName_, "': next ", transport_->describeLink(ringNext(rank, size)));
+    if (size > 2) {
+      RING_LOG(kLogInfo, "group '", groupName_, "': prev ",
+               transport_->describeLink(ringPrev(rank, size)));
+    }
   }
 }
 

@@ -25,6 +25,13 @@ struct CommOptions {
   std::string groupName = "default";
   int64_t slotBytes = 0;  // 0: TORCH_RING_SLOT_BYTES
   int slots = 0;          // 0: TORCH_RING_SLOTS
+  // "auto", "shm" or "tcp"; empty: TORCH_RING_TRANSPORT (see common/env.h).
+  std::string transport;
+  // This rank's host identity; empty: hostIdentity(). Ranks with equal ids share memory
+  // (tests set it to make threads of one process look like ranks on several hosts).
+  std::string hostId;
+  // IPv4 address the TCP transport listens on; empty: TORCH_RING_SOCKET_IFNAME / MASTER_ADDR.
+  std::string listenAddress;
 };
 
 struct CallInfo {

@@ -29,6 +29,10 @@ struct InSlot {
 enum class Channel : int { Collective = 0, PointToPoint = 1 };
 constexpr int kChannels = 2;
 
+// Special `peer` values of Transport::checkHealth.
+constexpr int kHealthBetweenCalls = -1;
+constexpr int kHealthGroupOnly = -2;
+
 class SendLink {
  public:
   virtual ~SendLink() = default;
@@ -62,6 +66,9 @@ class Transport {
   virtual SendLink& sendLink(Channel ch, int peer) = 0;
   virtual RecvLink& recvLink(Channel ch, int peer) = 0;
   // Throws CommError if the group is broken or aborted, or if a rank of the group died.
+  // `peer`: the rank whose link the caller is waiting on; kHealthBetweenCalls before a
+  // collective (every peer counts); kHealthGroupOnly while waiting on a link of another
+  // transport of the same group (only the group-wide state counts).
   virtual void checkHealth(int peer) = 0;
   // Records the first failure of the group so that every rank's next wait raises it.
   virtual void markBroken(const std::string& reason) = 0;

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -115,18 +116,42 @@ std::string mappedKey(int r) { return strCat("ring/shm/mapped/", r); }
 
 }  // namespace
 
+namespace {
+
+std::vector<int> allRanks(int n) {
+  std::vector<int> v(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) v[static_cast<size_t>(r)] = r;
+  return v;
+}
+
+}  // namespace
+
 ShmTransport::ShmTransport(Rendezvous& store, int rank, int nranks, const ShmGeometry& geometry,
                            std::chrono::milliseconds timeout)
-    : rank_(rank), nranks_(nranks), geometry_(geometry) {
-  RING_ASSERT(geometry.nranks == nranks, geometry.nranks, " vs ", nranks);
-  const size_t bytes = geometry_.segmentBytes();
-  segments_.resize(static_cast<size_t>(nranks));
-  segments_[rank] = ShmSegment::create(bytes);
+    : ShmTransport(store, rank, nranks, allRanks(nranks), geometry, timeout) {}
 
-  auto* own = header(rank);
+ShmTransport::ShmTransport(Rendezvous& store, int rank, int nranks, std::vector<int> localRanks,
+                           const ShmGeometry& geometry, std::chrono::milliseconds timeout)
+    : rank_(rank), nranks_(nranks), local_(std::move(localRanks)), geometry_(geometry) {
+  std::sort(local_.begin(), local_.end());
+  const int nlocal = static_cast<int>(local_.size());
+  RING_ASSERT(geometry.nranks == nlocal, geometry.nranks, " vs ", nlocal);
+  localIndex_.assign(static_cast<size_t>(nranks), -1);
+  for (int i = 0; i < nlocal; ++i) {
+    RING_ASSERT(local_[i] >= 0 && local_[i] < nranks && localIndex_[local_[i]] < 0, "local rank ",
+                local_[i]);
+    localIndex_[local_[i]] = i;
+  }
+  RING_ASSERT(localIndex_[rank] >= 0, "rank ", rank, " missing from its own host's ranks");
+  const int me = localIndex_[rank];
+  const size_t bytes = geometry_.segmentBytes();
+  segments_.resize(static_cast<size_t>(nlocal));
+  segments_[me] = ShmSegment::create(bytes);
+
+  auto* own = header(me);
   own->magic = kSegmentMagic;
   own->version = kLayoutVersion;
-  own->nranks = nranks;
+  own->nranks = nlocal;
   own->owner = rank;
   own->ownerPid = static_cast<int32_t>(getpid());
   {
@@ -140,17 +165,18 @@ ShmTransport::ShmTransport(Rendezvous& store, int rank, int nranks, const ShmGeo
   own->control.brokenState.store(0, std::memory_order_relaxed);
   own->control.brokenBy = -1;
 
-  store.set(inboxKey(rank), segments_[rank].name());
-  for (int r = 0; r < nranks; ++r) {
-    if (r == rank) continue;
+  store.set(inboxKey(rank), segments_[me].name());
+  for (int i = 0; i < nlocal; ++i) {
+    if (i == me) continue;
+    const int r = local_[i];
     std::string name = store.get(inboxKey(r), timeout);
-    segments_[r] = ShmSegment::open(name, bytes);
-    const SegmentHeader* h = header(r);
-    if (h->magic != kSegmentMagic || h->version != kLayoutVersion || h->nranks != nranks ||
+    segments_[i] = ShmSegment::open(name, bytes);
+    const SegmentHeader* h = header(i);
+    if (h->magic != kSegmentMagic || h->version != kLayoutVersion || h->nranks != nlocal ||
         h->owner != r || h->slotBytes != geometry_.slotBytes || h->slots != geometry_.slots) {
       throw CommError(strCat("rank ", rank, ": the shared-memory inbox of rank ", r,
                              " does not match this rank's layout (version ", h->version,
-                             " vs ", kLayoutVersion, ", nranks ", h->nranks, " vs ", nranks,
+                             " vs ", kLayoutVersion, ", local ranks ", h->nranks, " vs ", nlocal,
                              ", slot bytes ", h->slotBytes, " vs ", geometry_.slotBytes,
                              ", slots ", h->slots, " vs ", geometry_.slots,
                              "): ranks must run the same version with the same TORCH_RING_* "
@@ -160,18 +186,19 @@ ShmTransport::ShmTransport(Rendezvous& store, int rank, int nranks, const ShmGeo
   // Only once every rank has mapped every inbox may the names go: from then on the memory
   // lives exactly as long as the last mapping, and /dev/shm holds nothing of this group.
   store.set(mappedKey(rank), "1");
-  for (int r = 0; r < nranks; ++r) store.get(mappedKey(r), timeout);
-  segments_[rank].unlink();
+  for (int r : local_) store.get(mappedKey(r), timeout);
+  segments_[me].unlink();
 
   send_.resize(static_cast<size_t>(kChannels * nranks));
   recv_.resize(static_cast<size_t>(kChannels * nranks));
   for (int ch = 0; ch < kChannels; ++ch) {
-    for (int peer = 0; peer < nranks; ++peer) {
-      if (peer == rank) continue;
+    for (int i = 0; i < nlocal; ++i) {
+      if (i == me) continue;
+      const int peer = local_[i];
       // I send to `peer` through the FIFO (ch, me) in peer's inbox, and receive from `peer`
-      // through the FIFO (ch, peer) in mine.
-      char* out = static_cast<char*>(segments_[peer].data()) + geometry_.fifoOffset(ch, rank);
-      char* in = static_cast<char*>(segments_[rank].data()) + geometry_.fifoOffset(ch, peer);
+      // through the FIFO (ch, peer) in mine; FIFOs are indexed by local position.
+      char* out = static_cast<char*>(segments_[i].data()) + geometry_.fifoOffset(ch, me);
+      char* in = static_cast<char*>(segments_[me].data()) + geometry_.fifoOffset(ch, i);
       send_[ch * nranks + peer] = std::make_unique<ShmSendLink>(
           this, reinterpret_cast<FifoControl*>(out), out + sizeof(FifoControl), geometry_, peer);
       recv_[ch * nranks + peer] = std::make_unique<ShmRecvLink>(
@@ -183,12 +210,14 @@ ShmTransport::ShmTransport(Rendezvous& store, int rank, int nranks, const ShmGeo
 ShmTransport::~ShmTransport() = default;
 
 SendLink& ShmTransport::sendLink(Channel ch, int peer) {
-  RING_ASSERT(peer >= 0 && peer < nranks_ && peer != rank_, "peer ", peer);
+  RING_ASSERT(peer >= 0 && peer < nranks_ && peer != rank_ && localIndex_[peer] >= 0, "peer ",
+              peer, " is not on this host");
   return *send_[static_cast<int>(ch) * nranks_ + peer];
 }
 
 RecvLink& ShmTransport::recvLink(Channel ch, int peer) {
-  RING_ASSERT(peer >= 0 && peer < nranks_ && peer != rank_, "peer ", peer);
+  RING_ASSERT(peer >= 0 && peer < nranks_ && peer != rank_ && localIndex_[peer] >= 0, "peer ",
+              peer, " is not on this host");
   return *recv_[static_cast<int>(ch) * nranks_ + peer];
 }
 
@@ -221,10 +250,11 @@ void ShmTransport::checkPeersAlive() {
   int64_t last = lastLivenessCheckNs_.load(std::memory_order_relaxed);
   if (now - last < 200 * 1000 * 1000) return;
   lastLivenessCheckNs_.store(now, std::memory_order_relaxed);
-  for (int r = 0; r < nranks_; ++r) {
+  for (int i = 0; i < static_cast<int>(local_.size()); ++i) {
+    const int r = local_[i];
     if (r == rank_) continue;
-    pid_t pid = header(r)->ownerPid;
-    if (!processAlive(pid, header(r)->ownerStartTime)) {
+    pid_t pid = header(i)->ownerPid;
+    if (!processAlive(pid, header(i)->ownerStartTime)) {
       std::string reason = strCat("rank ", r, " (pid ", pid, ") has exited: its process is gone");
       markBroken(reason);
       throw CommError(strCat("ring: rank ", rank_, " cannot continue: ", reason));

@@ -1,5 +1,7 @@
 // Shared-memory transport between the ranks of one host: every pair of ranks is connected by
 // a FIFO of slots in the receiver's inbox segment, with monotonic published/consumed counters.
+// In a group that spans hosts it links only the group's ranks on this host (the others are
+// reached over TCP); links are still addressed by group rank.
 #pragma once
 
 #include <atomic>
@@ -60,8 +62,13 @@ class ShmTransport : public Transport {
  public:
   // Collective across the group: every rank creates its inbox, publishes its name through
   // `store`, maps every peer's inbox, and unlinks its own once all ranks have mapped it.
+  // Every rank of the group is on this host.
   ShmTransport(Rendezvous& store, int rank, int nranks, const ShmGeometry& geometry,
                std::chrono::milliseconds timeout);
+  // Only `localRanks` (group ranks on this host, including `rank`) take part, and only they
+  // must construct it; geometry.nranks must be localRanks.size().
+  ShmTransport(Rendezvous& store, int rank, int nranks, std::vector<int> localRanks,
+               const ShmGeometry& geometry, std::chrono::milliseconds timeout);
   ~ShmTransport() override;
 
   int rank() const override { return rank_; }
@@ -74,14 +81,20 @@ class ShmTransport : public Transport {
   std::string describeLink(int peer) const override;
 
  private:
-  SegmentHeader* header(int r) const { return static_cast<SegmentHeader*>(segments_[r].data()); }
+  // Segments are indexed by position in local_ (the FIFO layout's sender index too).
+  SegmentHeader* header(int localIndex) const {
+    return static_cast<SegmentHeader*>(segments_[localIndex].data());
+  }
+  // The group-wide failure record lives in the first local rank's segment.
   GroupControl& control() const { return header(0)->control; }
   void checkPeersAlive();
 
   int rank_;
   int nranks_;
+  std::vector<int> local_;       // group ranks on this host, ascending
+  std::vector<int> localIndex_;  // [group rank] = index in local_, or -1
   ShmGeometry geometry_;
-  std::vector<ShmSegment> segments_;  // [r] = inbox of rank r (own one created, others opened)
+  std::vector<ShmSegment> segments_;  // [i] = inbox of local_[i] (own one created, others opened)
   std::vector<std::unique_ptr<ShmSendLink>> send_;  // [channel * n + peer]
   std::vector<std::unique_ptr<ShmRecvLink>> recv_;  // [channel * n + peer]
   std::atomic<bool> aborted_{false};

@@ -8,6 +8,23 @@
 #include "transport/tcp/tcp_transport.h"
 
 namespace ring {
+namespace {
+
+thread_local const TcpWaitRecord* tcpWait = nullptr;
+
+// Publishes the wait for the duration of one waitUntil, exceptions included.
+class ScopedWait {
+ public:
+  explicit ScopedWait(const TcpWaitRecord* r) : saved_(tcpWait) { tcpWait = r; }
+  ~ScopedWait() { tcpWait = saved_; }
+
+ private:
+  const TcpWaitRecord* saved_;
+};
+
+}  // namespace
+
+const TcpWaitRecord* currentTcpWait() { return tcpWait; }
 
 SlotRing::SlotRing(int slots, int64_t slotBytes)
     : stride_(sizeof(MessageHeader) + static_cast<size_t>(slotBytes)),
@@ -39,6 +56,8 @@ OutSlot TcpSendLink::acquire(const WaitContext& ctx) {
   // Slot next_ % slots is free once the I/O thread has written frame next_ - slots.
   const uint64_t slots = static_cast<uint64_t>(ring_.slots());
   uint64_t need = next_ + 1 > slots ? next_ + 1 - slots : 0;
+  TcpWaitRecord record{&written, need, &endState};
+  ScopedWait scope(&record);
   waitUntil(written, need, writtenSleepers, peer_, "to take (over TCP) message",
             static_cast<int64_t>(next_ >= slots ? next_ - slots : 0), ctx);
   return slotAt(next_);
@@ -71,6 +90,8 @@ InSlot TcpRecvLink::slotAt(uint64_t index) const {
 }
 
 InSlot TcpRecvLink::receive(const WaitContext& ctx) {
+  TcpWaitRecord record{&arrived, received_ + 1, &endState};
+  ScopedWait scope(&record);
   waitUntil(arrived, received_ + 1, arrivedSleepers, peer_, "to send (over TCP) message",
             static_cast<int64_t>(received_), ctx);
   return slotAt(received_);

@@ -12,12 +12,34 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include "transport/link.h"
 
 namespace ring {
 
 class TcpTransport;
+
+// How a link's connection ended, as seen by the I/O thread.
+enum class LinkEnd : uint8_t { Open = 0, Goodbye = 1, Failed = 2 };
+
+// State the I/O thread shares with one link's waiters about the connection under it.
+struct LinkEndState {
+  // Set (release) after every frame of the connection was published, so a waiter that sees it
+  // (acquire) sees the link's final counter.
+  std::atomic<LinkEnd> end{LinkEnd::Open};
+  std::string reason;  // written once before `end` becomes Failed
+};
+
+// The link wait in progress on this thread. checkHealth uses it to tell "the peer's connection
+// ended and this wait can never be satisfied" from "it ended after sending all we wait for" -
+// so that a rank that exits right after its last collective fails nobody who still finishes.
+struct TcpWaitRecord {
+  const std::atomic<uint64_t>* word;
+  uint64_t target;
+  const LinkEndState* state;
+};
+const TcpWaitRecord* currentTcpWait();
 
 // `slots` slots of 64 + slotBytes bytes in anonymous memory: pages that a link never uses
 // (most point-to-point links) are never touched, so they cost no RAM.
@@ -61,6 +83,7 @@ class TcpSendLink : public SendLink {
   // Set by the I/O thread when it has written everything and stops watching this link;
   // the next publish() claims it back (exchange) and wakes the I/O thread.
   std::atomic<bool> ioIdle{true};
+  LinkEndState endState;
 
  private:
   OutSlot slotAt(uint64_t index) const;
@@ -88,6 +111,7 @@ class TcpRecvLink : public RecvLink {
   // Set by the I/O thread when every slot is full and it stops reading the socket (TCP's
   // window then holds the sender back); the next release() clears it and wakes the thread.
   std::atomic<bool> ioPaused{false};
+  LinkEndState endState;
 
  private:
   InSlot slotAt(uint64_t index) const;

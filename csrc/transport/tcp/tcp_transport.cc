@@ -50,7 +50,6 @@ TcpTransport::TcpTransport(Rendezvous& store, int rank, int size, const std::vec
     RING_ASSERT(p >= 0 && p < size && p != rank && !isPeer_[p], "TCP peer ", p);
     isPeer_[p] = 1;
   }
-  peerGone_.reset(new std::atomic<bool>[static_cast<size_t>(size)]());
   connected_.assign(static_cast<size_t>(kChannels * size), 0);
   send_.resize(static_cast<size_t>(kChannels * size));
   recv_.resize(static_cast<size_t>(kChannels * size));
@@ -241,10 +240,25 @@ void TcpTransport::checkHealth(int peer) {
     std::lock_guard<std::mutex> lock(mutex_);
     throw CommError(strCat("ring: rank ", rank_, ": the group is broken: ", brokenReason_));
   }
-  if (peer >= 0 && peer < size_ && isPeer_[peer] && peerGone_[peer].load()) {
-    throw CommError(strCat("ring: rank ", rank_, " waits for rank ", peer,
-                           ", which has already shut down its process group (it closed its TCP "
-                           "connections in order): the ranks disagree about what to run"));
+  // A wait on a link whose connection has ended can never be satisfied once the counter is
+  // short of its target; waits on other peers' links go on (the rank that depends on the
+  // ended peer fails, and its markBroken tells everyone).
+  const TcpWaitRecord* w = currentTcpWait();
+  if (peer >= 0 && w != nullptr) {
+    LinkEnd end = w->state->end.load(std::memory_order_acquire);
+    if (end != LinkEnd::Open && w->word->load(std::memory_order_acquire) < w->target) {
+      if (end == LinkEnd::Failed) {
+        throw CommError(strCat("ring: rank ", rank_, " cannot continue: ", w->state->reason));
+      }
+      throw CommError(strCat("ring: rank ", rank_, " waits for rank ", peer,
+                             ", which has already shut down its process group (it closed its "
+                             "TCP connections in order): the ranks disagree about what to run"));
+    }
+  }
+  // Between collectives: a peer that is gone fails the next collective at once.
+  if (peer == kHealthBetweenCalls && peerFailed_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    throw CommError(strCat("ring: rank ", rank_, " cannot continue: ", firstPeerFailure_));
   }
 }
 

@@ -7,12 +7,16 @@
 // link's receive slots are all full it stops reading that socket, so TCP's own window holds the
 // sender back: that is the flow control, and no frame is ever buffered outside a slot.
 //
-// Failure handling: the I/O thread never throws or exits the process. A closed connection, an
-// I/O error or an invalid frame marks the group broken with a reason naming the peer rank and
-// address; every wait checks that state (checkHealth) and raises it. markBroken also sends the
-// reason to every connected peer, so remote ranks fail with the first rank's reason rather than
-// at their timeout. An orderly shutdown says goodbye first, so a peer that finishes early does
-// not break the ranks still finishing.
+// Failure handling: the I/O thread never throws or exits the process.
+//  - An invalid frame marks the group broken with a reason naming the peer rank and address.
+//  - A connection closed without a goodbye, or an I/O error, ends that peer's links with such
+//    a reason: a wait on them that the data already received cannot satisfy raises it, and so
+//    does the next collective; waits on other peers go on, so that a rank that exits right
+//    after its last collective does not fail the ranks still finishing theirs. The rank that
+//    does depend on the lost peer fails, and its markBroken tells the whole group.
+//  - markBroken sends the reason to every connected peer, so remote ranks fail with the first
+//    rank's reason rather than at their timeout.
+//  - An orderly shutdown flushes every published frame, then says goodbye.
 #pragma once
 
 #include <atomic>
@@ -85,10 +89,15 @@ class TcpTransport : public Transport {
 
   // set-up
   void connectToPeer(Rendezvous& store, int peer, int channel, Clock::time_point deadline);
-  void waitForAcceptedPeers(Clock::time_point deadline);
+  void waitForAllConnected(Clock::time_point deadline);
+  void stopIo();
   bool admit(int peer, int channel, std::string* why);
   // I/O thread (tcp_io_loop.cc)
+  void ioRegisterFixed();
   void ioLoop();
+  void ioStep();
+  void queueBrokenNotices();
+  void closeAll();
   void acceptAll();
   void onPendingReadable(uint64_t id);
   void expirePending();
@@ -128,13 +137,14 @@ class TcpTransport : public Transport {
   std::deque<std::pair<int, std::pair<int, int>>> adopt_;  // fd, (peer, channel) to take over
   std::string brokenReason_;
   std::string abortReason_;
+  std::string firstPeerFailure_;  // "rank 3 (10.0.0.2:41234) closed its connection ..."
   TcpStats stats_;
 
   std::atomic<bool> broken_{false};
   std::atomic<bool> propagate_{false};  // a broken notice waits to be sent
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> peerFailed_{false};  // a connection ended without a goodbye
   std::atomic<bool> stopping_{false};
-  std::unique_ptr<std::atomic<bool>[]> peerGone_;  // [rank]: said goodbye
 
   // I/O thread only.
   std::map<uint64_t, std::unique_ptr<PendingHandshake>> pending_;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/errors.h"
+#include "transport/link.h"
 
 namespace ring {
 namespace {

@@ -1,0 +1,285 @@
+#include "transport/cuda_ipc/cuda_ring_links.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+
+#include "common/errors.h"
+#include "common/logging.h"
+#include "schedule/partition.h"
+#include "transport/cuda_ipc/cuda_check.h"
+#include "transport/cuda_ipc/ipc_handles.h"
+#include "transport/cuda_ipc/peer_info.h"
+
+namespace ring {
+namespace {
+
+// Makes `device` current for the set-up and restores the caller's device afterwards.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = -1;
+    (void)cudaGetLastError();
+    RING_CUDA_CHECK(cudaSetDevice(device), "making cuda:", device, " current");
+  }
+  ~DeviceScope() {
+    if (saved_ >= 0) (void)cudaSetDevice(saved_);
+    (void)cudaGetLastError();
+  }
+
+ private:
+  int saved_ = -1;
+};
+
+// The ordinal under which this process sees the GPU with `uuid`, or -1.
+int localOrdinalOf(const uint8_t* uuid) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    if (std::memcmp(prop.uuid.bytes, uuid, 16) == 0) return d;
+  }
+  return -1;
+}
+
+std::string infoKey(int rank) { return strCat("ring/cuda/info/", rank); }
+std::string verdictKey(int rank) { return strCat("ring/cuda/verdict/", rank); }
+
+void copyProblem(CudaPeerInfo* info, const std::string& text) {
+  std::strncpy(info->problem, text.c_str(), sizeof info->problem - 1);
+  info->problem[sizeof info->problem - 1] = '\0';
+}
+
+}  // namespace
+
+CudaRingLinks::CudaRingLinks(Rendezvous& store, int rank, int size, const CudaLinkOptions& opts)
+    : rank_(rank), size_(size), device_(opts.device) {
+  peers_.geometry = opts.geometry;
+  peers_.rank = rank;
+  peers_.nranks = size;
+  if (size == 1) {
+    // No links: the launcher runs a group of one without kernels or memory.
+    usable_ = true;
+    description_ = "a group of one rank: no CUDA links";
+    return;
+  }
+  RING_ASSERT(fifoGeometryValid(opts.geometry), "FIFO geometry ", opts.geometry.channels, "x",
+              opts.geometry.slots, "x", opts.geometry.slotBytes);
+
+  CudaPeerInfo mine;
+  std::memset(&mine, 0, sizeof mine);
+  mine.version = kCudaPeerInfoVersion;
+  mine.enabled = opts.enabled ? 1 : 0;
+  mine.pid = static_cast<int32_t>(getpid());
+  mine.processToken = processToken();
+  mine.device = opts.device;
+  mine.geometry = opts.geometry;
+
+  std::unique_ptr<DeviceScope> scope;
+  if (opts.enabled) {
+    try {
+      scope = std::make_unique<DeviceScope>(device_);
+      allocate(rank);
+      mine.ready = 1;
+      mine.inboxAddress = reinterpret_cast<uint64_t>(inbox_);
+      cudaDeviceProp prop;
+      RING_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_), "rank ", rank);
+      std::memcpy(mine.uuid, prop.uuid.bytes, sizeof mine.uuid);
+      if (exported_) {
+        mine.exported = 1;
+        std::memcpy(mine.ipcHandle, ipcHandle_, sizeof mine.ipcHandle);
+      }
+    } catch (const RingError& e) {
+      problem_ = e.what();
+      mine.ready = 0;
+    }
+    if (!problem_.empty()) copyProblem(&mine, problem_);
+  } else {
+    copyProblem(&mine, "TORCH_RING_CUDA=0");
+  }
+  store.set(infoKey(rank), encodePeerInfo(opts.hostId, mine));
+
+  // This rank's verdict on its own two links (one when next == prev).
+  const int next = ringNext(rank, size);
+  const int prev = ringPrev(rank, size);
+  std::string verdict;
+  char* nextPtr = nullptr;
+  char* prevPtr = nullptr;
+  for (int peer : {next, prev}) {
+    if (peer == prev && prev == next && nextPtr != nullptr) {
+      prevPtr = nextPtr;  // two ranks: one neighbour, one mapping
+      break;
+    }
+    std::string theirHost;
+    CudaPeerInfo theirs;
+    // Always read the record (a store timeout here means the peer never arrived: throws).
+    std::string value = store.get(infoKey(peer), opts.timeout);
+    if (!verdict.empty()) continue;
+    try {
+      decodePeerInfo(value, &theirHost, &theirs);
+    } catch (const RingError& e) {
+      verdict = strCat("rank ", rank, " -> rank ", peer, ": ", e.what());
+      continue;
+    }
+    int theirLocal = -1;
+    int canAccess = 0;
+    if (mine.ready && theirs.ready && std::memcmp(mine.uuid, theirs.uuid, 16) != 0) {
+      theirLocal = localOrdinalOf(theirs.uuid);
+      if (theirLocal >= 0 && cudaDeviceCanAccessPeer(&canAccess, device_, theirLocal) != cudaSuccess) {
+        (void)cudaGetLastError();
+        canAccess = 0;
+      }
+    }
+    PathChoice choice = choosePeerPath(opts.hostId, mine, theirHost, theirs, theirLocal, canAccess != 0);
+    std::string how;
+    void* ptr = nullptr;
+    if (choice.path == PeerPath::Direct) {
+      if (choice.needsPeerAccess) {
+        cudaError_t e = cudaDeviceEnablePeerAccess(theirLocal, 0);
+        if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) {
+          choice.path = PeerPath::Declined;
+          choice.reason = strCat("cudaDeviceEnablePeerAccess(", theirLocal, ") failed: ",
+                                 cudaGetErrorString(e));
+        }
+        (void)cudaGetLastError();
+      }
+      ptr = reinterpret_cast<void*>(theirs.inboxAddress);
+      how = choice.needsPeerAccess ? strCat("direct pointer (threads of one process, cuda:",
+                                            device_, " -> cuda:", theirLocal, ", peer access)")
+                                   : "direct pointer (threads of one process, same GPU)";
+    } else if (choice.path == PeerPath::Ipc) {
+      std::string error;
+      ptr = openIpcHandle(theirs.ipcHandle, &error);
+      if (ptr == nullptr) {
+        choice.path = PeerPath::Declined;
+        choice.reason = error;
+      } else {
+        opened_.push_back(ptr);
+      }
+      how = theirLocal < 0 ? "CUDA IPC (same GPU)"
+                           : strCat("CUDA IPC (cuda:", device_, " -> cuda:", theirLocal, ")");
+    }
+    if (choice.path == PeerPath::Declined) {
+      verdict = strCat("rank ", rank, " -> rank ", peer, ": ", choice.reason);
+      continue;
+    }
+    description_ += strCat(description_.empty() ? "" : "; ", "rank ", rank, " <-> rank ", peer,
+                           ": ", how);
+    if (peer == next) nextPtr = static_cast<char*>(ptr);
+    if (peer == prev) prevPtr = static_cast<char*>(ptr);
+  }
+  store.set(verdictKey(rank), verdict.empty() ? std::string("ok") : "no:" + verdict);
+
+  // Every rank reads every verdict: the same answer everywhere, and the same first reason.
+  usable_ = true;
+  for (int r = 0; r < size; ++r) {
+    std::string v = r == rank ? (verdict.empty() ? std::string("ok") : "no:" + verdict)
+                              : store.get(verdictKey(r), opts.timeout);
+    if (v != "ok" && usable_) {
+      usable_ = false;
+      declineReason_ = v.size() > 3 ? v.substr(3) : v;
+    }
+  }
+  if (!usable_) {
+    description_ = "declined: " + declineReason_;
+    release();  // no kernel ever ran: nothing can still write into this memory
+    return;
+  }
+  peers_.ownInbox = inbox_;
+  peers_.nextInbox = nextPtr;
+  peers_.prevInbox = prevPtr;
+  void* deviceControl = nullptr;
+  RING_CUDA_CHECK(cudaHostGetDevicePointer(&deviceControl, hostControl_, 0), "rank ", rank);
+  peers_.control = static_cast<HostMappedControl*>(deviceControl);
+}
+
+void CudaRingLinks::allocate(int rank) {
+  const int64_t bytes = fifoInboxBytes(peers_.geometry);
+  void* p = nullptr;
+  RING_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(bytes)), "rank ", rank, ": the CUDA inbox of ",
+                  bytes, " bytes on cuda:", device_);
+  inbox_ = static_cast<char*>(p);
+  // Counters start at zero before any peer can see the allocation (the handle is published
+  // only after this completes). A private non-blocking stream: no implicit wait on other work.
+  cudaStream_t s = nullptr;
+  RING_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "rank ", rank);
+  cudaError_t e = cudaMemsetAsync(inbox_, 0, static_cast<size_t>(bytes), s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  (void)cudaStreamDestroy(s);
+  RING_CUDA_CHECK(e, "rank ", rank, ": zeroing the CUDA inbox");
+  void* host = nullptr;
+  // Mapped: kernels read the abort word and write the record in place. Portable: valid in
+  // every CUDA context of the process.
+  RING_CUDA_CHECK(cudaHostAlloc(&host, sizeof(HostMappedControl),
+                                cudaHostAllocMapped | cudaHostAllocPortable),
+                  "rank ", rank, ": the host-mapped control block");
+  std::memset(host, 0, sizeof(HostMappedControl));
+  hostControl_ = static_cast<HostMappedControl*>(host);
+  // The export may fail (e.g. IPC unsupported on this platform): threads of one process can
+  // still use the inbox directly, so that is a per-link decision, not a failure here.
+  cudaIpcMemHandle_t h;
+  e = cudaIpcGetMemHandle(&h, inbox_);
+  if (e == cudaSuccess) {
+    std::memcpy(ipcHandle_, &h, sizeof ipcHandle_);
+    exported_ = true;
+  } else {
+    (void)cudaGetLastError();
+    problem_ = strCat("cudaIpcGetMemHandle failed on rank ", rank, ": ", cudaGetErrorString(e),
+                      " (", cudaGetErrorName(e), ")");
+  }
+  static_assert(sizeof(cudaIpcMemHandle_t) == 64, "CudaPeerInfo carries 64 handle bytes");
+}
+
+void CudaRingLinks::release() {
+  for (void* p : opened_) closeIpcHandle(p);
+  opened_.clear();
+  if (keepMemory_) {
+    if (inbox_ != nullptr) {
+      RING_LOG(kLogWarn, "rank ", rank_, ": keeping the CUDA inbox of an aborted group allocated "
+                         "(a peer's kernel may still write into it)");
+    }
+    return;
+  }
+  // Errors ignored: this may run at interpreter exit, after the CUDA runtime began unloading.
+  if (inbox_ != nullptr) (void)cudaFree(inbox_);
+  if (hostControl_ != nullptr) (void)cudaFreeHost(hostControl_);
+  (void)cudaGetLastError();
+  inbox_ = nullptr;
+  hostControl_ = nullptr;
+}
+
+CudaRingLinks::~CudaRingLinks() { release(); }
+
+void CudaRingLinks::requestAbort() {
+  if (hostControl_ == nullptr) return;
+  // A plain store to pinned host memory that the device polls; seq_cst so that it is not held
+  // back behind anything this thread does next.
+  __atomic_store_n(&hostControl_->abort, 1, __ATOMIC_SEQ_CST);
+}
+
+bool CudaRingLinks::abortRequested() const {
+  return hostControl_ != nullptr && __atomic_load_n(&hostControl_->abort, __ATOMIC_ACQUIRE) != 0;
+}
+
+DeviceErrorRecord CudaRingLinks::errorRecord() const {
+  DeviceErrorRecord r;
+  std::memset(&r, 0, sizeof r);
+  if (hostControl_ == nullptr) return r;
+  // Status first (acquire): the device stored every other field before it.
+  int32_t status = __atomic_load_n(&hostControl_->record.status, __ATOMIC_ACQUIRE);
+  if (status == kDeviceOk) return r;
+  std::memcpy(&r, &hostControl_->record, sizeof r);
+  r.status = status;
+  return r;
+}
+
+}  // namespace ring

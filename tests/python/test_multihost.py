@@ -1,0 +1,197 @@
+"""Two "hosts" on one machine: network namespaces joined by a veth pair, two ranks in each,
+started by torchrun with --nnodes=2 and the c10d rendezvous. Ranks in one namespace share
+memory; between the namespaces the ring runs over TCP (each torchrun also gets its own IPC
+namespace, so that the ranks see two different hosts). Every collective is compared with gloo
+over the same ranks, once on a clean link and once under netem delay and loss, while a stranger
+knocks on every ring listener and must be refused without disturbing the job.
+
+Needs root (ip netns; tc netem, or iptables where the kernel has no netem); skipped with the reason where namespaces cannot be created.
+Addresses 10.99.<n>.1/.2 stay inside the namespaces the test creates and removes.
+"""
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "multihost_worker.py")
+REPO = os.path.dirname(os.path.dirname(HERE))
+JOB_TIMEOUT = 150
+
+
+def _run(*cmd, check=True):
+    return subprocess.run(cmd, check=check, capture_output=True, text=True)
+
+
+class Hosts:
+    """Namespaces A and B with one veth end each; removed on close()."""
+
+    def __init__(self):
+        tag = uuid.uuid4().hex[:6]
+        self.ns = [f"ringA{tag}", f"ringB{tag}"]
+        self.dev = [f"vra{tag}", f"vrb{tag}"]  # <= 15 characters
+        subnet = 10 + int(tag, 16) % 200
+        self.ip = [f"10.99.{subnet}.1", f"10.99.{subnet}.2"]
+        self.created = []
+        for ns in self.ns:
+            _run("ip", "netns", "add", ns)
+            self.created.append(ns)
+        _run("ip", "link", "add", self.dev[0], "type", "veth", "peer", "name", self.dev[1])
+        for ns, dev, ip in zip(self.ns, self.dev, self.ip):
+            _run("ip", "link", "set", dev, "netns", ns)
+            _run("ip", "netns", "exec", ns, "ip", "addr", "add", f"{ip}/24", "dev", dev)
+            _run("ip", "netns", "exec", ns, "ip", "link", "set", dev, "up")
+            _run("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+
+    def impair(self):
+        """5 ms delay and 1% loss on both ends with netem; where the kernel lacks netem
+        (sch_netem), 1% loss with an iptables statistic rule. Returns what was applied."""
+        try:
+            for ns, dev in zip(self.ns, self.dev):
+                _run("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root",
+                     "netem", "delay", "5ms", "loss", "1%")
+            return "netem delay 5ms loss 1%"
+        except subprocess.CalledProcessError as e:
+            netem_error = e.stderr.strip()
+        if subprocess.run(["which", "iptables"], capture_output=True).returncode == 0:
+            try:
+                for ns in self.ns:
+                    _run("ip", "netns", "exec", ns, "iptables", "-A", "INPUT", "-m", "statistic",
+                         "--mode", "random", "--probability", "0.01", "-j", "DROP")
+                return f"iptables 1% loss (no delay: netem unavailable: {netem_error})"
+            except subprocess.CalledProcessError as e:
+                netem_error += "; iptables: " + e.stderr.strip()
+        self.clear()
+        pytest.skip(f"cannot impair the link: netem unavailable ({netem_error}) and no usable "
+                    "iptables (apt-get install -y iptables)")
+
+    def clear(self):
+        for ns, dev in zip(self.ns, self.dev):
+            _run("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root", check=False)
+            _run("ip", "netns", "exec", ns, "iptables", "-F", "INPUT", check=False)
+
+    def close(self):
+        for ns in self.created:  # deleting a namespace removes its veth end (and so the pair)
+            _run("ip", "netns", "del", ns, check=False)
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root (ip netns add)")
+    if subprocess.run(["which", "ip"], capture_output=True).returncode != 0:
+        pytest.skip("the ip tool is missing (apt-get install -y iproute2)")
+    probe = f"ringprobe{os.getpid()}"
+    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"ip netns add is not permitted here: {r.stderr.strip()}")
+    _run("ip", "netns", "del", probe)
+    h = Hosts()
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+def _free_port_in(ns):
+    # A port free inside namespace A (its own port space): ask the kernel there.
+    code = "import socket; s=socket.socket(); s.bind(('',0)); print(s.getsockname()[1])"
+    return int(_run("ip", "netns", "exec", ns, sys.executable, "-c", code).stdout)
+
+
+def _launch(hosts, shared, port, extra_env):
+    procs = []
+    for i in range(2):
+        env = dict(os.environ)
+        env.update(extra_env)
+        env.update({
+            "RING_MH_DIR": shared,
+            "RING_MH_IP": hosts.ip[i],
+            "GLOO_SOCKET_IFNAME": hosts.dev[i],
+            "PYTHONPATH": REPO + os.pathsep + env.get("PYTHONPATH", ""),
+            "OMP_NUM_THREADS": "1",
+        })
+        cmd = ["ip", "netns", "exec", hosts.ns[i], "unshare", "--ipc",
+               sys.executable, "-m", "torch.distributed.run",
+               "--nnodes=2", "--nproc_per_node=2", "--rdzv-backend=c10d",
+               f"--rdzv-endpoint={hosts.ip[0]}:{port}", f"--rdzv-id=ringmh{port}",
+               # The store's host cannot be told from its address inside a namespace: say so.
+               f"--rdzv-conf=is_host={1 if i == 0 else 0}",
+               f"--local-addr={hosts.ip[i]}", "--max-restarts=0", WORKER]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    return procs
+
+
+def _wait_for_addresses(shared, world, procs):
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        files = [os.path.join(shared, f"addr.{r}") for r in range(world)]
+        if all(os.path.exists(f) for f in files):
+            return [line for f in files for line in open(f).read().splitlines()]
+        if any(p.poll() is not None for p in procs):
+            break
+        time.sleep(0.2)
+    for p in procs:
+        p.kill()
+    out = "".join(p.communicate()[0] for p in procs)
+    pytest.fail(f"the ranks did not publish their ring listeners:\n{out[-6000:]}")
+
+
+def _run_job(hosts, tmp_path, extra_env):
+    shared = str(tmp_path)
+    port = _free_port_in(hosts.ns[0])
+    procs = _launch(hosts, shared, port, extra_env)
+    listeners = _wait_for_addresses(shared, 4, procs)
+    # The stranger lives on host B and knocks on the listeners of both hosts.
+    stranger = subprocess.run(
+        ["ip", "netns", "exec", hosts.ns[1], sys.executable, WORKER, "stranger"],
+        input="\n".join(listeners), capture_output=True, text=True, timeout=120)
+    open(os.path.join(shared, "stranger_done"), "w").close()
+    outputs = []
+    for p in procs:
+        try:
+            outputs.append(p.communicate(timeout=JOB_TIMEOUT)[0])
+        except subprocess.TimeoutExpired:
+            p.kill()
+            outputs.append(p.communicate()[0] + "\n[killed after the job timeout]")
+    text = "\n".join(outputs)
+    with open(os.path.join(shared, "job.log"), "w") as f:
+        f.write(text + "\n--- stranger ---\n" + stranger.stdout + stranger.stderr)
+    return procs, stranger, listeners, text
+
+
+def _assert_job_ok(procs, stranger, listeners, text):
+    assert all(p.returncode == 0 for p in procs), text[-8000:]
+    for r in range(4):
+        assert f"RESULT OK rank {r}" in text, text[-8000:]
+    # Each listener refused all three knocks, and said so in the log; the job went on.
+    assert stranger.returncode == 0, stranger.stdout + stranger.stderr
+    assert f"STRANGER REFUSED {3 * len(listeners)}/{3 * len(listeners)}" in stranger.stdout
+    assert "refused a TCP connection from " + ".".join(listeners[0].split()[2].split(".")[:3]) in text
+    # Every listener is on a namespace address, never 0.0.0.0 or loopback.
+    for line in listeners:
+        assert line.split()[2].startswith("10.99."), listeners
+
+
+def test_mixed_ring_across_two_hosts(hosts, tmp_path):
+    result = _run_job(hosts, tmp_path, {"TORCH_RING_DEBUG": "INFO"})
+    _assert_job_ok(*result)
+    text = result[3]
+    # Shared memory inside a host, TCP between them, in one ring.
+    assert "1 peer(s) over shared memory, 2 over TCP (transport auto)" in text, text[-8000:]
+    assert ": tcp 10.99." in text and "shared memory (" in text
+
+
+def test_tcp_only_under_delay_and_loss(hosts, tmp_path):
+    applied = hosts.impair()
+    try:
+        result = _run_job(hosts, tmp_path, {"TORCH_RING_TRANSPORT": "tcp"})
+    finally:
+        hosts.clear()
+    print(f"link impaired with: {applied}")
+    _assert_job_ok(*result)
