@@ -11,6 +11,10 @@ command -v cmake >/dev/null || need_apt+=(cmake)
 command -v ninja >/dev/null || need_apt+=(ninja-build)
 command -v ccache >/dev/null || need_apt+=(ccache)
 [ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+# For the tests: clang (libFuzzer), ip and iptables (the two-host tests in network namespaces).
+command -v clang++ >/dev/null || need_apt+=(clang)
+command -v ip >/dev/null || need_apt+=(iproute2)
+command -v iptables >/dev/null || need_apt+=(iptables)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing system packages: ${need_apt[*]}"
   apt-get update -qq

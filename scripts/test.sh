@@ -11,5 +11,8 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DRING_BUILD_EXTENSION=OFF -DRING_CUDA=OFF \
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 (cd "$BUILD_DIR" && ctest --output-on-failure -j1)
 
+echo "== fuzzing the TCP wire parsers (bounded)"
+FUZZ_SECONDS=${FUZZ_SECONDS:-30} bash scripts/fuzz.sh
+
 echo "== Python tests"
 python3 -m pytest tests/python -q "$@"
