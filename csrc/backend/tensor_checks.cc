@@ -69,7 +69,8 @@ RedOp toRingOp(const CheckScope& s, const c10d::ReduceOp& op, at::ScalarType t, 
   if (!opSupported(d, r)) {
     failUsage(s, strCat("reduce op ", redOpName(r), " is not defined for dtype ", dtypeName(d),
                         isFloating(d) ? " (bitwise ops need an integer or bool tensor)"
-                                      : " (an average of bool values is not a bool)"));
+                                      : " (AVG and PREMUL_SUM scale values, and a bool cannot "
+                                        "hold the result)"));
   }
   return r;
 }

@@ -132,7 +132,7 @@ def test_flight_recorder_lists_last_collectives():
         assert [e["collective"] for e in entries[-2:]] == ["all_reduce", "broadcast"], entries
         assert [e["seq"] for e in entries] == sorted(e["seq"] for e in entries)
         assert all(e["state"] == "completed" for e in entries), entries
-        assert "7 x Float" in entries[-1]["detail"] and "root 0" in entries[-1]["detail"], entries[-1]
+        assert "7 x float32" in entries[-1]["detail"] and "root 0" in entries[-1]["detail"], entries[-1]
 
 
 def test_debug_logging_info_and_trace():

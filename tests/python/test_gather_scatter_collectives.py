@@ -186,3 +186,28 @@ def test_coalesced_collectives(pool, world):
 @pytest.mark.parametrize("world", WORLDS)
 def test_reduce_scatter_every_form(pool, world):
     assert_reports_pass(pool.run(reduce_scatter_forms), f"reduce_scatter, world {world}")
+
+
+def all_gather_coalesced_case(ctx):
+    """torch's deprecated dist.all_gather_coalesced (one output list per input) still works."""
+    import warnings
+
+    report = Report()
+    w, me = ctx.world, ctx.rank
+    specs = [(3, torch.float32), (0, torch.float32), (w + 2, torch.float32)]  # torch wants one dtype
+    inputs = [payload(me, n, dtype, seed=i) for i, (n, dtype) in enumerate(specs)]
+    outputs = [[torch.empty(n, dtype=dtype) for _ in range(w)] for n, dtype in specs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        dist.all_gather_coalesced(outputs, inputs)
+    report.check("reached all_gather_coalesced", torch.tensor(_last_collective() == "all_gather_coalesced"),
+                 torch.tensor(True))
+    for i, (n, dtype) in enumerate(specs):
+        for r in range(w):
+            report.check(f"input {i} from rank {r}", outputs[i][r], payload(r, n, dtype, seed=i))
+    return report
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_deprecated_all_gather_coalesced(pool, world):
+    assert_reports_pass(pool.run(all_gather_coalesced_case), f"all_gather_coalesced, world {world}")
