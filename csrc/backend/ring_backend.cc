@@ -8,6 +8,9 @@
 #include "backend/tensor_checks.h"
 #include "common/errors.h"
 #include "common/logging.h"
+#ifdef RING_WITH_CUDA
+#include "backend/cuda_glue.h"
+#endif
 
 namespace ring {
 
@@ -15,7 +18,7 @@ namespace ring {
 
 RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                          std::chrono::milliseconds timeout, std::string groupName)
-    : c10d::Backend(rank, size), timeout_(timeout) {
+    : c10d::Backend(rank, size), timeout_(timeout), store_(store) {
   StoreRendezvous rendezvous(store);
   CommOptions opts;
   opts.timeout = timeout;
@@ -45,6 +48,11 @@ void RingBackend::shutdown() {
   if (worker_.joinable()) worker_.join();
   std::lock_guard<std::mutex> lock(p2pMutex_);
   p2p_.reset();
+#ifdef RING_WITH_CUDA
+  // Waits for kernels in flight (each bounded by its timeout), then frees the CUDA state.
+  std::lock_guard<std::mutex> cudaLock(cudaMutex_);
+  cuda_.reset();
+#endif
 }
 
 void RingBackend::abort() {
@@ -180,8 +188,10 @@ c10::intrusive_ptr<c10d::Work> completedWork(int rank, c10d::OpType type,
   return work;
 }
 
+// "1000 x float32": this project's dtype names, as in every other message.
 std::string countDetail(int64_t count, at::ScalarType t) {
-  return strCat(count, " x ", c10::toString(t));
+  CheckScope scope{"flight recorder", -1, 0};
+  return strCat(count, " x ", dtypeName(toRingDType(scope, t)));
 }
 
 // Raw pointer of a tensor's first element, as bytes.
@@ -198,6 +208,12 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allreduce(std::vector<at::Tensor>& t
   double factor = 1.0;
   RedOp op = toRingOp(s, opts.reduceOp, tensors[0].scalar_type(), &factor);
   if (anyCuda(tensors)) {
+#ifdef RING_WITH_CUDA
+    if (CudaCollectives* cuda = cudaPath(s, tensors[0])) {
+      return cuda->allReduce(s, tensors[0], toRingDType(s, tensors[0].scalar_type()), op, factor,
+                             seq_++, effectiveTimeout(opts.timeout));
+    }
+#endif
     noteStaging();
     auto host = toHost(tensors);
     auto w = allreduce(host, opts);
@@ -258,6 +274,13 @@ c10::intrusive_ptr<c10d::Work> RingBackend::broadcast(std::vector<at::Tensor>& t
   checkRoot(s, opts.rootRank, "root (src)");
   if (opts.rootTensor != 0) failUsage(s, strCat("rootTensor ", opts.rootTensor, " must be 0"));
   if (anyCuda(tensors)) {
+#ifdef RING_WITH_CUDA
+    if (CudaCollectives* cuda = cudaPath(s, tensors[0])) {
+      return cuda->broadcast(s, tensors[0], toRingDType(s, tensors[0].scalar_type()),
+                             static_cast<int>(opts.rootRank), seq_++,
+                             effectiveTimeout(opts.timeout));
+    }
+#endif
     noteStaging();
     auto host = toHost(tensors);
     auto w = broadcast(host, opts);
@@ -312,6 +335,12 @@ c10::intrusive_ptr<c10d::Work> RingBackend::_allgather_base(at::Tensor& output, 
   checkNumel(s, output, input.numel() * size_, "output",
              strCat("world size ", size_, " x input's ", input.numel()));
   if (input.is_cuda()) {
+#ifdef RING_WITH_CUDA
+    if (CudaCollectives* cuda = cudaPath(s, input)) {
+      return cuda->allGather(s, input, output, toRingDType(s, input.scalar_type()), seq_++,
+                             effectiveTimeout(opts.timeout));
+    }
+#endif
     noteStaging();
     at::Tensor hin = input.cpu(), hout = output.cpu();
     auto w = _allgather_base(hout, hin, opts);
@@ -375,6 +404,58 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allgather(
                  });
 }
 
+c10::intrusive_ptr<c10d::Work> RingBackend::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  CheckScope s{"all_gather_coalesced", rank_, size_};
+  if (outputLists.size() != inputs.size()) {
+    failUsage(s, strCat(outputLists.size(), " output lists for ", inputs.size(), " inputs"));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkTensor(s, inputs[i], strCat("input[", i, "]"));
+    checkSameDevice(s, inputs[0], inputs[i]);
+    checkListSize(s, outputLists[i].size(), static_cast<size_t>(size_), strCat("output list ", i));
+    for (size_t r = 0; r < outputLists[i].size(); ++r) {
+      const auto& o = outputLists[i][r];
+      std::string what = strCat("output[", i, "][", r, "]");
+      checkTensor(s, o, what);
+      checkSameDType(s, inputs[i], o, what);
+      checkSameDevice(s, inputs[i], o);
+      checkNumel(s, o, inputs[i].numel(), what, strCat("input[", i, "]'s size"));
+    }
+  }
+  if (anyCuda(inputs)) {
+    noteStaging();
+    auto hin = toHost(inputs);
+    auto hout = toHost(outputLists);
+    auto w = allgather_coalesced(hout, hin, opts);
+    w->wait();
+    std::vector<at::Tensor> flatOutputs;
+    for (size_t i = 0; i < outputLists.size(); ++i) {
+      copyBack(outputLists[i], hout[i]);
+      flatOutputs.insert(flatOutputs.end(), outputLists[i].begin(), outputLists[i].end());
+    }
+    return completedWork(rank_, c10d::OpType::ALLGATHER_COALESCED, flatOutputs, w);
+  }
+  std::vector<at::Tensor> ins = inputs;
+  std::vector<std::vector<at::Tensor>> outs = outputLists;
+  std::vector<at::Tensor> flatOutputs;
+  for (const auto& list : outs) flatOutputs.insert(flatOutputs.end(), list.begin(), list.end());
+  return enqueue(c10d::OpType::ALLGATHER_COALESCED, s.collective, strCat(inputs.size(), " tensors"),
+                 flatOutputs, opts.timeout, [this, ins, outs](const CallInfo& c) {
+                   for (size_t i = 0; i < ins.size(); ++i) {
+                     const at::Tensor& in = ins[i];
+                     DType d = toRingDType(CheckScope{"all_gather_coalesced", rank_, size_},
+                                           in.scalar_type());
+                     at::Tensor flat = at::empty({size_ * in.numel()}, in.options());
+                     comm_->allGather(in.data_ptr(), flat.data_ptr(), in.numel(), d, c);
+                     for (int r = 0; r < size_; ++r) {
+                       outs[i][r].view({-1}).copy_(flat.narrow(0, r * in.numel(), in.numel()));
+                     }
+                   }
+                 });
+}
+
 c10::intrusive_ptr<c10d::Work> RingBackend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
@@ -423,6 +504,12 @@ c10::intrusive_ptr<c10d::Work> RingBackend::_reduce_scatter_base(
   double factor = 1.0;
   RedOp op = toRingOp(s, opts.reduceOp, input.scalar_type(), &factor);
   if (input.is_cuda()) {
+#ifdef RING_WITH_CUDA
+    if (CudaCollectives* cuda = cudaPath(s, input)) {
+      return cuda->reduceScatter(s, input, output, toRingDType(s, input.scalar_type()), op, factor,
+                                 seq_++, effectiveTimeout(opts.timeout));
+    }
+#endif
     noteStaging();
     at::Tensor hin = input.cpu(), hout = output.cpu();
     auto w = _reduce_scatter_base(hout, hin, opts);
@@ -758,8 +845,55 @@ c10::intrusive_ptr<c10d::Work> RingBackend::alltoall(std::vector<at::Tensor>& ou
 c10::intrusive_ptr<c10d::Work> RingBackend::barrier(const c10d::BarrierOptions& opts) {
   // Queued behind every earlier collective of the group, so it also waits for all of them.
   auto work = enqueue(c10d::OpType::BARRIER, "barrier", "", {}, opts.timeout,
-                      [this](const CallInfo& c) { comm_->barrier(c); });
+                      [this](const CallInfo& c) {
+                        waitCudaWork();
+                        comm_->barrier(c);
+                      });
   return work;
+}
+
+// ---- CUDA kernel path: set-up on first use -----------------------------------------------------
+
+#ifdef RING_WITH_CUDA
+CudaCollectives* RingBackend::cudaPath(const CheckScope& s, const at::Tensor& t) {
+  std::lock_guard<std::mutex> lock(cudaMutex_);
+  if (!cudaTried_) {
+    // Collective: every rank reaches its first CUDA collective of these four at the same point.
+    cudaTried_ = true;
+    std::optional<at::Device> bound = getBoundDeviceId();
+    at::Device device = bound && bound->is_cuda() && bound->has_index() ? *bound : t.device();
+    try {
+      cuda_ = std::make_unique<CudaCollectives>(store_, *comm_, recorder_, rank_, size_, device,
+                                                timeout_);
+    } catch (const CommError& e) {
+      C10_THROW_ERROR(DistBackendError, strCat("ring: ", s.collective, " on rank ", rank_,
+                                               ": setting up the CUDA ring failed: ", e.what()));
+    } catch (const RingError& e) {
+      TORCH_CHECK(false, "ring: ", s.collective, " on rank ", rank_,
+                  ": setting up the CUDA ring failed: ", e.what());
+    }
+  }
+  if (!cuda_) return nullptr;
+  if (t.device() != cuda_->device()) {
+    failUsage(s, strCat("the tensor is on ", t.device().str(), " but this rank's group is bound to ",
+                        cuda_->device().str(), " (its first CUDA collective, or init_process_group's "
+                        "device_id); use one device per rank, e.g. torch.cuda.set_device(local_rank)"));
+  }
+  return cuda_->usable() ? cuda_.get() : nullptr;
+}
+#endif
+
+void RingBackend::waitCudaWork() {
+#ifdef RING_WITH_CUDA
+  CudaCollectives* cuda = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(cudaMutex_);
+    cuda = cuda_ && cuda_->usable() ? cuda_.get() : nullptr;
+  }
+  // Bounded: the watchdog stops every kernel at its timeout. A failure raises CommError, which
+  // fails the barrier.
+  if (cuda != nullptr) cuda->waitIdle();
+#endif
 }
 
 // ---- point to point ----------------------------------------------------------------------------

@@ -20,6 +20,11 @@
 
 namespace ring {
 
+#ifdef RING_WITH_CUDA
+class CudaCollectives;  // backend/cuda_glue.h
+struct CheckScope;      // backend/tensor_checks.h
+#endif
+
 class RingBackend : public c10d::Backend {
  public:
   RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -43,6 +48,10 @@ class RingBackend : public c10d::Backend {
                                                  const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  // Deprecated in torch (dist.all_gather_coalesced) but still callable: one list per input.
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
       const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
                                         std::vector<at::Tensor>& inputs,
@@ -114,6 +123,22 @@ class RingBackend : public c10d::Backend {
 
   std::mutex p2pMutex_;
   std::unique_ptr<P2PEngine> p2p_;
+
+  // CUDA tensors of all_reduce, reduce_scatter_tensor, all_gather_into_tensor and broadcast run
+  // on the CUDA ring kernels (backend/cuda_glue.h) when every link has a peer path.
+  c10::intrusive_ptr<c10d::Store> store_;  // kept for the CUDA set-up on first use
+#ifdef RING_WITH_CUDA
+  // The kernel path for tensor `t`, set up (collectively) on the first CUDA collective; null
+  // when the group stages CUDA tensors through host memory instead. Throws a usage error if `t`
+  // is on another device than the one the group is bound to.
+  CudaCollectives* cudaPath(const CheckScope& s, const at::Tensor& t);
+  std::mutex cudaMutex_;
+  bool cudaTried_ = false;
+  // Declared last: destroyed first, while the communicator it reports to still exists.
+  std::unique_ptr<CudaCollectives> cuda_;
+#endif
+  // Blocks until the CUDA kernels enqueued so far have ended (barrier waits for all earlier work).
+  void waitCudaWork();
 };
 
 }  // namespace ring

@@ -49,7 +49,7 @@ const EnvKnobs& env() {
     k.slotBytes = readInt("TORCH_RING_SLOT_BYTES", 256 * 1024, 64, 64 * 1024 * 1024);
     k.slotBytes = (k.slotBytes + 63) / 64 * 64;  // keep every payload 64-byte aligned
     k.slots = static_cast<int>(readInt("TORCH_RING_SLOTS", 4, 2, 64));
-    k.spinIterations = static_cast<int>(readInt("TORCH_RING_SPIN", 2000, 0, 100000000));
+    k.spinMicros = static_cast<int>(readInt("TORCH_RING_SPIN_US", -1, 0, 10000000));
     k.debugLevel = readLevel();
     k.transport = readTransport();
     k.socketIfname = readString("TORCH_RING_SOCKET_IFNAME");

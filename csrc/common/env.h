@@ -12,9 +12,10 @@ struct EnvKnobs {
   int64_t slotBytes;
   // Slots per FIFO (TORCH_RING_SLOTS, default 4): how far a sender may run ahead.
   int slots;
-  // Spin iterations before a waiter sleeps on a futex (TORCH_RING_SPIN, default 2000). With more
+  // Microseconds a waiter busy-polls before it sleeps on a futex (TORCH_RING_SPIN_US; -1 when
+  // unset: then each group chooses, see chooseSpin in communicator.cc). With more
   // ranks than cores, long spinning starves the rank that would make progress.
-  int spinIterations;
+  int spinMicros;
   // TORCH_RING_DEBUG = WARN | INFO | TRACE (default WARN).
   int debugLevel;
   // TORCH_RING_TRANSPORT = auto | shm | tcp (default auto): how ranks are linked. auto: shared

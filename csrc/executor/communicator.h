@@ -91,6 +91,7 @@ class Communicator {
   int size_;
   std::string groupName_;
   int64_t slotBytes_;
+  int spinMicros_ = 0;
   std::unique_ptr<Transport> transport_;
 };
 

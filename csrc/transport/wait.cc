@@ -49,9 +49,14 @@ void waitUntil(const std::atomic<uint64_t>& word, uint64_t target,
                const WaitContext& ctx) {
   // acquire: payload written before the counter was published is visible after this load.
   if (word.load(std::memory_order_acquire) >= target) return;
-  for (int i = 0, n = env().spinIterations; i < n; ++i) {
-    cpuRelax();
-    if (word.load(std::memory_order_acquire) >= target) return;
+  if (ctx.spinMicros > 0) {
+    // Bounded by time, not iterations: the cost of a pause instruction varies 10x between CPUs.
+    const auto spinUntil = Clock::now() + std::chrono::microseconds(ctx.spinMicros);
+    for (int i = 1;; ++i) {
+      cpuRelax();
+      if (word.load(std::memory_order_acquire) >= target) return;
+      if (i % 64 == 0 && Clock::now() >= spinUntil) break;
+    }
   }
   for (int i = 0; i < 4; ++i) {
     std::this_thread::yield();

@@ -18,6 +18,9 @@ struct WaitContext {
   Clock::time_point start;
   Clock::time_point deadline;
   std::chrono::milliseconds timeout{0};
+  // Microseconds of busy-polling before sleeping (see chooseSpin in communicator.cc: some when
+  // every rank of the host has a core of its own, none when ranks outnumber cores).
+  int spinMicros = 0;
   // "all_reduce of 1000 float32 (op SUM), sequence 17 on rank 1 of group 'default'"
   std::function<std::string()> describe;
   // Throws CommError if the group was aborted or broken, or a peer died. Called between sleeps.

@@ -72,7 +72,9 @@ TEST(CudaHost, InboxLayoutHasNoOverlapAndKeepsAlignment) {
     for (size_t i = 0; i < regions.size(); ++i) {
       EXPECT_GE(regions[i].first, 0);
       EXPECT_LE(regions[i].second, fifoInboxBytes(g));
-      if (i > 0) EXPECT_LE(regions[i - 1].second, regions[i].first) << "regions overlap";
+      if (i > 0) {
+        EXPECT_LE(regions[i - 1].second, regions[i].first) << "regions overlap";
+      }
     }
     // Nothing wasted beyond alignment padding.
     int64_t used = 0;
@@ -139,7 +141,7 @@ TEST(CudaHost, PathChoice) {
   declined(me, host, info(2, 101, 1, 0xbb), -1, false, "not visible");
   CudaPeerInfo off = info(2, 101, 0, 0xaa);
   off.enabled = 0;
-  declined(me, host, off, -1, false, "TORCH_RING_CUDA=0");
+  declined(me, host, off, -1, false, "TORCH_RING_CUDA_KERNELS=0");
   CudaPeerInfo notReady = info(2, 101, 0, 0xaa);
   notReady.ready = 0;
   std::strcpy(notReady.problem, "cudaMalloc failed: out of memory");
@@ -195,8 +197,7 @@ Fingerprint allReduceFp(uint64_t seq, int64_t count) {
 }
 
 TEST(CudaHost, DeviceMismatchReadsLikeTheCpuPath) {
-  DeviceErrorRecord r;
-  std::memset(&r, 0, sizeof r);
+  DeviceErrorRecord r{};
   r.status = kDeviceMismatch;
   r.wait = kWaitMessage;
   r.peer = 0;
@@ -218,8 +219,7 @@ TEST(CudaHost, DeviceMismatchReadsLikeTheCpuPath) {
 }
 
 TEST(CudaHost, DeviceStopsNameTheWait) {
-  DeviceErrorRecord r;
-  std::memset(&r, 0, sizeof r);
+  DeviceErrorRecord r{};
   EXPECT_EQ(explainDeviceStop(r, 0), "");
   r.expected = allReduceFp(3, 10);
   r.status = kDeviceAborted;

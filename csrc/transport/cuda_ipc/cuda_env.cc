@@ -23,7 +23,7 @@ int64_t readInt(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
 const CudaKnobs& cudaKnobs() {
   static const CudaKnobs knobs = [] {
     CudaKnobs k;
-    k.kernels = readInt("TORCH_RING_CUDA", 1, 0, 1) != 0;
+    k.kernels = readInt("TORCH_RING_CUDA_KERNELS", 1, 0, 1) != 0;
     k.geometry.channels = static_cast<int32_t>(readInt("TORCH_RING_CUDA_CHANNELS", 16, 1, kMaxCudaChannels));
     k.geometry.slots = static_cast<int32_t>(readInt("TORCH_RING_CUDA_SLOTS", 8, 2, 64));
     int64_t bytes = readInt("TORCH_RING_CUDA_SLOT_BYTES", 128 * 1024, 1, 64 << 20);

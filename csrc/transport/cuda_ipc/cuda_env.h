@@ -10,8 +10,9 @@
 namespace ring {
 
 struct CudaKnobs {
-  // TORCH_RING_CUDA = 1 | 0 (default 1): 0 stages every CUDA tensor through host memory over
-  // the CPU transport instead of running the CUDA ring kernels.
+  // TORCH_RING_CUDA_KERNELS = 1 | 0 (default 1): 0 stages every CUDA tensor through host
+  // memory over the CPU transport instead of running the CUDA ring kernels. (TORCH_RING_CUDA
+  // is the build switch of setup.py.)
   bool kernels;
   // TORCH_RING_CUDA_CHANNELS (default 16, 1..32): CUDA blocks per collective, each an
   //   independent ring over its share of the buffer.

@@ -104,7 +104,7 @@ CudaRingLinks::CudaRingLinks(Rendezvous& store, int rank, int size, const CudaLi
     }
     if (!problem_.empty()) copyProblem(&mine, problem_);
   } else {
-    copyProblem(&mine, "TORCH_RING_CUDA=0");
+    copyProblem(&mine, "TORCH_RING_CUDA_KERNELS=0");
   }
   store.set(infoKey(rank), encodePeerInfo(opts.hostId, mine));
 
@@ -271,8 +271,7 @@ bool CudaRingLinks::abortRequested() const {
 }
 
 DeviceErrorRecord CudaRingLinks::errorRecord() const {
-  DeviceErrorRecord r;
-  std::memset(&r, 0, sizeof r);
+  DeviceErrorRecord r{};
   if (hostControl_ == nullptr) return r;
   // Status first (acquire): the device stored every other field before it.
   int32_t status = __atomic_load_n(&hostControl_->record.status, __ATOMIC_ACQUIRE);

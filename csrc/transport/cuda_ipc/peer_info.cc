@@ -52,7 +52,7 @@ PathChoice choosePeerPath(const std::string& myHost, const CudaPeerInfo& me,
                           int theirLocalOrdinal, bool canAccessPeer) {
   PathChoice c;
   if (!me.enabled || !them.enabled) {
-    c.reason = "TORCH_RING_CUDA=0 on one of the two ranks";
+    c.reason = "TORCH_RING_CUDA_KERNELS=0 on one of the two ranks";
     return c;
   }
   if (!me.ready) {

@@ -22,7 +22,7 @@ namespace ring {
 
 struct CudaPeerInfo {
   uint32_t version;        // kCudaPeerInfoVersion
-  int32_t enabled;         // 1: this rank wants the CUDA kernels (TORCH_RING_CUDA)
+  int32_t enabled;         // 1: this rank wants the CUDA kernels (TORCH_RING_CUDA_KERNELS)
   int32_t ready;           // 1: inbox allocated (else `problem` says why not)
   int32_t exported;        // 1: ipcHandle is valid (else `problem` says why not)
   int32_t pid;
