@@ -102,9 +102,11 @@ int chooseSpin(int localRanks) {
   if (env().spinMicros >= 0) return env().spinMicros;
   cpu_set_t set;
   int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-  // 50 us covers a peer's turnaround for small messages several times over, and bounds what
-  // a wait can waste when the peer has been descheduled after all.
-  return localRanks <= cores ? 50 : 0;
+  // 500 us covers a peer's turnaround, including its caller-to-worker thread hand-off, with
+  // room to spare (measured on 2 cores: 50 us often expired just before the peer arrived and
+  // then paid for the futex round trip on top), and still bounds what a wait can waste when
+  // the peer has been descheduled after all.
+  return localRanks <= cores ? 500 : 0;
 }
 
 int64_t sliceElems(int64_t slotBytes, DType t) {
