@@ -31,6 +31,8 @@ then
   echo "== installing torch==2.14.1"
   "$PYTHON" -m pip install -q torch==2.14.1
 fi
+# --no-build-isolation builds with what is installed: the build needs setuptools and wheel.
+"$PYTHON" -c "import setuptools, wheel" 2>/dev/null || "$PYTHON" -m pip install -q "setuptools>=64" wheel
 "$PYTHON" -c "import pytest" 2>/dev/null || "$PYTHON" -m pip install -q pytest
 "$PYTHON" -c "import numpy" 2>/dev/null || "$PYTHON" -m pip install -q numpy
 
