@@ -3,6 +3,7 @@ env:// (what torchrun sets), tcp://, file://, an explicit store, mixed per-devic
 and a second init after destroy in the same process."""
 import datetime
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -136,7 +137,8 @@ def test_cpu_examples_run_under_torchrun(script, args):
         assert "identical across 2 ranks: True" in out.stdout
         assert "largest |ring - gloo| gradient difference" in out.stdout
     if script == "ddp_train.py":
-        sums = [line.split("parameter checksum ")[1] for line in out.stdout.splitlines() if "checksum" in line]
+        # Ranks print concurrently: two lines may run together, so match the numbers themselves.
+        sums = re.findall(r"parameter checksum ([-+0-9.e]+)", out.stdout)
         assert len(sums) == 2 and sums[0] == sums[1], out.stdout
 
 
