@@ -4,9 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
 
-echo "== C++ unit tests"
+echo "== C++ unit tests (and, where nvcc exists, the host-side tests of the CUDA path)"
 BUILD_DIR=build/cpp-tests
-cmake -S . -B "$BUILD_DIR" -G Ninja -DRING_BUILD_EXTENSION=OFF -DRING_CUDA=OFF \
+cmake -S . -B "$BUILD_DIR" -G Ninja -DRING_BUILD_EXTENSION=OFF -DRING_CUDA=AUTO \
   -DRING_BUILD_TESTS=ON >/dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 (cd "$BUILD_DIR" && ctest --output-on-failure -j1)
