@@ -48,6 +48,7 @@ const EnvKnobs& env() {
     EnvKnobs k;
     k.slotBytes = readInt("TORCH_RING_SLOT_BYTES", 256 * 1024, 64, 64 * 1024 * 1024);
     k.slotBytes = (k.slotBytes + 63) / 64 * 64;  // keep every payload 64-byte aligned
+    k.slotBytesSet = std::getenv("TORCH_RING_SLOT_BYTES") != nullptr;
     k.slots = static_cast<int>(readInt("TORCH_RING_SLOTS", 4, 2, 64));
     k.spinMicros = static_cast<int>(readInt("TORCH_RING_SPIN_US", -1, 0, 10000000));
     k.debugLevel = readLevel();

@@ -10,6 +10,9 @@ struct EnvKnobs {
   // Bytes of payload in one FIFO slot (TORCH_RING_SLOT_BYTES, default 256 KiB): the pipeline
   // segment. Small enough to stay in L2 between the sender's copy and the receiver's reduce.
   int64_t slotBytes;
+  // TORCH_RING_SLOT_BYTES was set: groups whose links are all TCP then keep it rather than
+  // their larger default (communicator.cc, kTcpSlotBytes).
+  bool slotBytesSet;
   // Slots per FIFO (TORCH_RING_SLOTS, default 4): how far a sender may run ahead.
   int slots;
   // Microseconds a waiter busy-polls before it sleeps on a futex (TORCH_RING_SPIN_US; -1 when

@@ -1,6 +1,7 @@
 // State of one authenticated socket, owned by the I/O thread (private to the TCP transport).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,6 +24,11 @@ struct TcpTransport::Connection {
   TcpRecvLink* recv;
   uint32_t interest = 0;    // epoll events registered now (0: not registered)
 
+  // Whoever sends on the socket, touches the write state below or changes `fd` holds this: the
+  // I/O thread (waiting for it) or an executor in publish() (trying once, never waiting). One
+  // writer at a time keeps frames whole and in order on the stream, and the fd cannot be
+  // closed under an executor's send().
+  std::atomic<bool> writeLock{false};
   // Write side: frame `writeFrame` of the send link is on its way, writeOffset bytes of it out.
   uint64_t writeFrame = 0;
   size_t writeOffset = 0;
@@ -33,6 +39,10 @@ struct TcpTransport::Connection {
   bool goodbyeSent = false;  // a goodbye is queued or out: no more data frames
   bool finSent = false;      // the goodbye is out and the write side shut down
 
+  // Whoever reads from the socket, touches the read state below or changes `fd` holds this:
+  // the I/O thread (waiting for it) or an executor in receive() (trying once, never waiting).
+  // One reader at a time: the stream's bytes go to one FrameReader in order.
+  std::atomic<bool> readLock{false};
   // Read side: frame `readFrame` of the receive link is being read into its slot.
   FrameReader reader;
   uint64_t readFrame = 0;

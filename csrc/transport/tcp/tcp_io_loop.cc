@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <thread>
 
 #include "common/errors.h"
 #include "common/logging.h"
@@ -45,6 +46,23 @@ std::string printable(const uint8_t* p, int64_t n) {
   }
   return s;
 }
+
+// The I/O thread's hold on one side (Connection::writeLock or readLock) of a connection. An
+// executor holds a side only for a few non-blocking calls, so waiting is short; yielding lets
+// that executor finish when it shares our core.
+class SocketGuard {
+ public:
+  explicit SocketGuard(std::atomic<bool>& lock) : lock_(lock) {
+    // acquire: the executor's writes to the write state are visible once we hold the lock.
+    while (lock_.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
+  }
+  ~SocketGuard() { lock_.store(false, std::memory_order_release); }
+  SocketGuard(const SocketGuard&) = delete;
+  SocketGuard& operator=(const SocketGuard&) = delete;
+
+ private:
+  std::atomic<bool>& lock_;
+};
 
 }  // namespace
 
@@ -222,7 +240,12 @@ void TcpTransport::reject(const std::string& address, const std::string& why) {
 
 void TcpTransport::establish(int fd, int peer, int channel, const std::string& address) {
   Connection& c = conn(channel, peer);
-  c.fd = fd;
+  {
+    // Both sides: executors read fd under either lock (always write before read).
+    SocketGuard writeGuard(c.writeLock);
+    SocketGuard readGuard(c.readLock);
+    c.fd = fd;
+  }
   c.address = address;
   updateInterest(c);
   {
@@ -268,6 +291,11 @@ void TcpTransport::updateInterest(Connection& c) {
 void TcpTransport::closeConnection(Connection& c) {
   if (c.fd < 0) return;
   if (c.interest != 0) epoll_ctl(epollFd_, EPOLL_CTL_DEL, c.fd, nullptr);
+  // Under both locks (write before read, as everywhere): an executor in the middle of a
+  // send() or recv() on this fd finishes first, and a later one sees -1 rather than a number
+  // the kernel may have reused.
+  SocketGuard writeGuard(c.writeLock);
+  SocketGuard readGuard(c.readLock);
   close(c.fd);
   c.fd = -1;
   c.interest = 0;
@@ -295,6 +323,8 @@ void TcpTransport::connectionFailed(Connection& c, const std::string& what) {
 }
 
 void TcpTransport::queueControl(Connection& c, uint32_t magic, const std::string& text) {
+  // The control state is write state: an executor checks it before writing a frame itself.
+  SocketGuard guard(c.writeLock);
   // Same 64-byte layout as a data header; the text (at most kMaxReasonBytes) follows.
   size_t n = text.size() < static_cast<size_t>(kMaxReasonBytes) ? text.size()
                                                                  : static_cast<size_t>(kMaxReasonBytes);
@@ -323,6 +353,57 @@ void TcpTransport::queueBrokenNotices() {
 }
 
 void TcpTransport::writeConnection(Connection& c) {
+  std::string failure;
+  {
+    SocketGuard guard(c.writeLock);
+    writeLocked(c, &failure);
+  }
+  // Outside the lock: failing closes the connection, which takes the lock itself.
+  if (!failure.empty()) connectionFailed(c, failure);
+}
+
+bool TcpTransport::writeFromExecutor(int channel, int peer) {
+  Connection& c = conn(channel, peer);
+  // Try once: if the I/O thread holds the lock it is writing this link and will pick up our
+  // frame (or go idle, which publish() then sees and wakes it).
+  if (c.writeLock.exchange(true, std::memory_order_acquire)) return false;
+  TcpSendLink& link = *c.send;
+  bool whole = false;
+  // Only the plain case: the frame just published is the only one not yet out, nothing is half
+  // written, blocked, or queued ahead of it. Everything else keeps the I/O thread's order.
+  const uint64_t published = link.published.load(std::memory_order_acquire);
+  if (c.fd >= 0 && !c.finSent && !c.brokenSent && !c.goodbyeSent && c.control.empty() &&
+      !c.writeBlocked && c.writeOffset == 0 && c.writeFrame + 1 == published) {
+    const char* base = link.ring().slot(c.writeFrame);
+    const MessageHeader* h = reinterpret_cast<const MessageHeader*>(base);
+    // A bad header is left to the I/O thread, which reports it (never sent from here).
+    if (h->magic == kMessageMagic && h->payloadBytes >= 0 && h->payloadBytes <= link.capacity()) {
+      // Header and payload are contiguous in the slot: one send() writes the frame.
+      size_t bytes = sizeof(MessageHeader) + static_cast<size_t>(h->payloadBytes);
+      ssize_t n;
+      do {
+        n = ::send(c.fd, base, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+      } while (n < 0 && errno == EINTR);
+      // EAGAIN and errors: nothing went out; the I/O thread retries and reports an error with
+      // the connection's context. A partial write: the I/O thread sends the rest.
+      if (n > 0) {
+        if (static_cast<size_t>(n) == bytes) {
+          ++c.writeFrame;
+          whole = true;
+        } else {
+          c.writeOffset = static_cast<size_t>(n);
+        }
+      }
+    }
+  }
+  // Release (inside): the kernel has copied the frame; the slot may be filled again. Still
+  // under the lock, so that `written` never goes back past a later count of the I/O thread.
+  if (whole) publishCounter(link.written, c.writeFrame, link.writtenSleepers);
+  c.writeLock.store(false, std::memory_order_release);
+  return whole;
+}
+
+void TcpTransport::writeLocked(Connection& c, std::string* failure) {
   while (c.fd >= 0 && !c.finSent) {
     // 1. A queued control frame goes out at the next frame boundary, before any later data.
     if (!c.control.empty() && c.writeOffset == 0) {
@@ -334,7 +415,7 @@ void TcpTransport::writeConnection(Connection& c) {
           c.writeBlocked = true;
           return;
         }
-        connectionFailed(c, strCat("failed: sending to it gave ", std::strerror(errno)));
+        *failure = strCat("failed: sending to it gave ", std::strerror(errno));
         return;
       }
       c.controlOffset += static_cast<size_t>(n);
@@ -397,7 +478,7 @@ void TcpTransport::writeConnection(Connection& c) {
         c.writeBlocked = true;
         return;
       }
-      connectionFailed(c, strCat("failed: sending to it gave ", std::strerror(errno)));
+      *failure = strCat("failed: sending to it gave ", std::strerror(errno));
       return;
     }
     // Walk the written bytes over the frames: whole frames free their slots.
@@ -420,7 +501,74 @@ void TcpTransport::writeConnection(Connection& c) {
   }
 }
 
+void TcpTransport::readFromExecutor(int channel, int peer, uint64_t target) {
+  Connection& c = conn(channel, peer);
+  // Try once: if the I/O thread holds the lock it is reading this socket already.
+  if (c.readLock.exchange(true, std::memory_order_acquire)) return;
+  TcpRecvLink& link = *c.recv;
+  const uint64_t slots = static_cast<uint64_t>(link.ring().slots());
+  for (int pass = 0; pass < kReadsPerPass && c.readFrame < target; ++pass) {
+    if (c.fd < 0 || c.eof || c.goodbyeReceived || stopping_.load(std::memory_order_acquire)) {
+      break;
+    }
+    // No free slot: the I/O thread's flow control (readPaused) decides when reading resumes.
+    if (c.readFrame - link.consumed.load(std::memory_order_acquire) >= slots) break;
+    if (!c.reader.inDataPayload()) {
+      // Only whole, valid data headers are taken from here: peek first, and leave a control
+      // frame, a bad header, a partial header or the end of the stream to the I/O thread,
+      // which judges, reports and closes (this thread never does).
+      if (!c.reader.atBoundary()) break;
+      MessageHeader peek;
+      ssize_t n = ::recv(c.fd, &peek, sizeof peek, MSG_PEEK | MSG_DONTWAIT);
+      if (n != static_cast<ssize_t>(sizeof peek)) break;
+      int64_t bytes = 0;
+      std::string ignored;
+      if (parseFrameHeader(peek, c.peer, link.ring().slotBytes(), &bytes, &ignored) !=
+          ReadStatus::Data) {
+        break;
+      }
+    }
+    char* base = link.ring().slot(c.readFrame);
+    MessageHeader* header = reinterpret_cast<MessageHeader*>(base);
+    uint8_t* payload = reinterpret_cast<uint8_t*>(base + sizeof(MessageHeader));
+    ReadTarget t = c.reader.target(header, payload, c.reason);
+    ssize_t n = ::recv(c.fd, t.dst, t.bytes, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    // EAGAIN: nothing more yet. 0 (end of stream) and errors: the I/O thread sees them too.
+    if (n <= 0) break;
+    std::string error;
+    ReadStatus st = c.reader.advance(static_cast<size_t>(n), *header, &error);
+    if (st == ReadStatus::Data) {
+      ++c.readFrame;
+      // Release: the frame's bytes are in the slot before a waiter sees the count.
+      publishCounter(link.arrived, c.readFrame, link.arrivedSleepers);
+    } else if (st != ReadStatus::NeedMore) {
+      // The header was checked before it was read, so this is a bug of ours, not the peer's.
+      recordBroken(strCat("internal error: rank ", rank_, " read a frame from rank ", c.peer,
+                          " that passed the header check and then failed it (", error, ")"),
+                   true);
+      break;
+    }
+  }
+  c.readLock.store(false, std::memory_order_release);
+}
+
 void TcpTransport::readConnection(Connection& c) {
+  ReadEnd end;
+  {
+    SocketGuard guard(c.readLock);
+    readLocked(c, &end);
+  }
+  // Outside the lock: closing takes it itself.
+  if (end.kind == ReadEnd::Closed) closeConnection(c);
+  if (end.kind == ReadEnd::Failed) connectionFailed(c, end.what);
+  if (end.invalidFrame) {
+    // After connectionFailed, so that the peer's link ends say why (it is not yet "broken").
+    recordBroken(strCat("rank ", c.peer, " (", c.address, ") ", end.what), true);
+  }
+}
+
+void TcpTransport::readLocked(Connection& c, ReadEnd* end) {
   for (int pass = 0; pass < kReadsPerPass && c.fd >= 0 && !c.eof; ++pass) {
     if (stopping_.load(std::memory_order_acquire)) {
       // Shutting down: nobody will consume, but a peer still flushing must not be held back.
@@ -452,19 +600,21 @@ void TcpTransport::readConnection(Connection& c) {
     if (n == 0) {
       c.eof = true;
       if (c.goodbyeReceived) {
-        closeConnection(c);
+        end->kind = ReadEnd::Closed;
       } else {
-        connectionFailed(c, c.reader.atBoundary()
-                                ? "closed its connection (its process exited or was killed, "
-                                  "or its host or network failed)"
-                                : "closed its connection in the middle of a frame");
+        end->kind = ReadEnd::Failed;
+        end->what = c.reader.atBoundary()
+                        ? "closed its connection (its process exited or was killed, "
+                          "or its host or network failed)"
+                        : "closed its connection in the middle of a frame";
       }
       return;
     }
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      connectionFailed(c, strCat("failed: receiving from it gave ", std::strerror(errno)));
+      end->kind = ReadEnd::Failed;
+      end->what = strCat("failed: receiving from it gave ", std::strerror(errno));
       return;
     }
     std::string error;
@@ -499,9 +649,9 @@ void TcpTransport::readConnection(Connection& c) {
         }
         // A peer that breaks the protocol cannot be trusted with anything further: the whole
         // group is broken (and told so), not just this link.
-        std::string what = strCat("sent an invalid frame (", error, "); connection dropped");
-        connectionFailed(c, what);
-        recordBroken(strCat("rank ", c.peer, " (", c.address, ") ", what), true);
+        end->kind = ReadEnd::Failed;
+        end->what = strCat("sent an invalid frame (", error, "); connection dropped");
+        end->invalidFrame = true;
         return;
       }
     }
@@ -523,8 +673,13 @@ bool TcpTransport::stopStep() {
     if (!c.goodbyeSent) {
       // Every published frame first (a root that returned from broadcast may not have sent
       // all of it yet), then the goodbye.
-      if (c.writeFrame >= c.send->published.load(std::memory_order_acquire) &&
-          c.writeOffset == 0) {
+      bool flushed;
+      {
+        SocketGuard guard(c.writeLock);  // an executor may still be writing its last frame
+        flushed = c.writeFrame >= c.send->published.load(std::memory_order_acquire) &&
+                  c.writeOffset == 0;
+      }
+      if (flushed) {
         queueControl(c, kGoodbyeMagic, "");
         writeConnection(c);
         updateInterest(c);

@@ -4,8 +4,12 @@
 // frames from the socket into free receive slots.
 //
 //   send:  executor  acquire -> fill -> publish (published++)   I/O thread: write, written++
+//          (publish writes the frame itself when nothing is queued on the socket: see
+//          TcpTransport::writeFromExecutor; the I/O thread takes over what it cannot finish)
 //   recv:  I/O thread: read a whole frame, arrived++             executor: receive -> release
-//                                                                          (consumed++)
+//          (receive reads data frames itself when they are waiting:      (consumed++)
+//          TcpTransport::readFromExecutor; control frames, errors and the end of the stream
+//          stay with the I/O thread)
 // A slot is [MessageHeader | payload of slotBytes], so a frame on the wire is one contiguous
 // range of a slot: header and the payloadBytes after it.
 #pragma once
@@ -66,8 +70,8 @@ class SlotRing {
 
 class TcpSendLink : public SendLink {
  public:
-  TcpSendLink(TcpTransport* owner, int peer, int slots, int64_t slotBytes)
-      : owner_(owner), peer_(peer), ring_(slots, slotBytes) {}
+  TcpSendLink(TcpTransport* owner, int peer, int channel, int slots, int64_t slotBytes)
+      : owner_(owner), peer_(peer), channel_(channel), ring_(slots, slotBytes) {}
   int peer() const override { return peer_; }
   int64_t capacity() const override { return ring_.slotBytes(); }
   OutSlot acquire(const WaitContext& ctx) override;
@@ -81,7 +85,8 @@ class TcpSendLink : public SendLink {
   std::atomic<uint32_t> writtenSleepers{0};    // executor threads asleep on `written`
   std::atomic<uint32_t> publishedSleepers{0};  // always 0: the I/O thread sleeps in epoll
   // Set by the I/O thread when it has written everything and stops watching this link;
-  // the next publish() claims it back (exchange) and wakes the I/O thread.
+  // a publish() that could not write its frame itself claims it back (exchange) and wakes the
+  // I/O thread.
   std::atomic<bool> ioIdle{true};
   LinkEndState endState;
 
@@ -89,14 +94,15 @@ class TcpSendLink : public SendLink {
   OutSlot slotAt(uint64_t index) const;
   TcpTransport* owner_;
   int peer_;
+  int channel_;
   SlotRing ring_;
   uint64_t next_ = 0;  // executor side: frames published so far
 };
 
 class TcpRecvLink : public RecvLink {
  public:
-  TcpRecvLink(TcpTransport* owner, int peer, int slots, int64_t slotBytes)
-      : owner_(owner), peer_(peer), ring_(slots, slotBytes) {}
+  TcpRecvLink(TcpTransport* owner, int peer, int channel, int slots, int64_t slotBytes)
+      : owner_(owner), peer_(peer), channel_(channel), ring_(slots, slotBytes) {}
   int peer() const override { return peer_; }
   InSlot receive(const WaitContext& ctx) override;
   bool tryReceive(InSlot* slot) override;
@@ -117,6 +123,7 @@ class TcpRecvLink : public RecvLink {
   InSlot slotAt(uint64_t index) const;
   TcpTransport* owner_;
   int peer_;
+  int channel_;
   SlotRing ring_;
   uint64_t received_ = 0;  // executor side: frames released so far
 };

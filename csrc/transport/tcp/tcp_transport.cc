@@ -57,8 +57,8 @@ TcpTransport::TcpTransport(Rendezvous& store, int rank, int size, const std::vec
   for (int ch = 0; ch < kChannels; ++ch) {
     for (int p : peers_) {
       size_t i = static_cast<size_t>(ch * size + p);
-      send_[i] = std::make_unique<TcpSendLink>(this, p, opts.slots, opts.slotBytes);
-      recv_[i] = std::make_unique<TcpRecvLink>(this, p, opts.slots, opts.slotBytes);
+      send_[i] = std::make_unique<TcpSendLink>(this, p, ch, opts.slots, opts.slotBytes);
+      recv_[i] = std::make_unique<TcpRecvLink>(this, p, ch, opts.slots, opts.slotBytes);
       conns_[i] = std::make_unique<Connection>(p, ch, send_[i].get(), recv_[i].get());
     }
   }

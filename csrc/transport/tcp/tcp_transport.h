@@ -80,6 +80,13 @@ class TcpTransport : public Transport {
 
   // Wakes the I/O thread (links call it when they hand it work).
   void wakeIo();
+  // Executor side of publish(): writes the frame just published on (channel, peer) straight to
+  // the socket if nothing else is queued there. Returns true if the whole frame went out;
+  // false leaves the frame (or its rest) to the I/O thread.
+  bool writeFromExecutor(int channel, int peer);
+  // Executor side of receive(): reads the data frames already waiting on (channel, peer) into
+  // free slots, up to frame `target` - 1, if the I/O thread is not reading that socket.
+  void readFromExecutor(int channel, int peer, uint64_t target);
   const std::string& listenAddress() const { return listenAddress_; }
   TcpStats stats() const;
 
@@ -104,7 +111,15 @@ class TcpTransport : public Transport {
   void establish(int fd, int peer, int channel, const std::string& address);
   void adoptNew();
   void writeConnection(Connection& c);
+  void writeLocked(Connection& c, std::string* failure);
   void readConnection(Connection& c);
+  // How readLocked left a connection; acted on once the read lock is released.
+  struct ReadEnd {
+    enum Kind { Open, Closed, Failed } kind = Open;
+    std::string what;           // Failed: why, after "rank N (address) "
+    bool invalidFrame = false;  // the peer broke the protocol: the whole group is broken
+  };
+  void readLocked(Connection& c, ReadEnd* end);
   void updateInterest(Connection& c);
   void closeConnection(Connection& c);
   void connectionFailed(Connection& c, const std::string& what);

@@ -130,6 +130,10 @@ class FrameReader {
   int64_t reasonBytes() const { return partBytes_; }
   // True between frames (nothing of the next frame read yet).
   bool atBoundary() const { return part_ == Part::Header && got_ == 0; }
+  // True inside the payload of a data frame whose header was accepted.
+  bool inDataPayload() const {
+    return part_ == Part::Payload && pendingKind_ == ReadStatus::Data;
+  }
 
  private:
   enum class Part { Header, Payload, Reason };
