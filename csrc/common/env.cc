@@ -8,17 +8,6 @@
 namespace ring {
 namespace {
 
-int64_t readInt(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  long long x = std::strtoll(v, &end, 10);
-  if (end == v || *end != '\0' || x < lo || x > hi) {
-    throw UsageError(strCat(name, "='", v, "' is not an integer in [", lo, ", ", hi, "]"));
-  }
-  return x;
-}
-
 int readLevel() {
   const char* v = std::getenv("TORCH_RING_DEBUG");
   if (v == nullptr || *v == '\0' || std::strcmp(v, "WARN") == 0) return kLogWarn;
@@ -42,6 +31,17 @@ std::string readTransport() {
 }
 
 }  // namespace
+
+int64_t readInt(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  long long x = std::strtoll(v, &end, 10);
+  if (end == v || *end != '\0' || x < lo || x > hi) {
+    throw UsageError(strCat(name, "='", v, "' is not an integer in [", lo, ", ", hi, "]"));
+  }
+  return x;
+}
 
 const EnvKnobs& env() {
   static const EnvKnobs knobs = [] {

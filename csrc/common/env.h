@@ -39,4 +39,8 @@ enum LogLevel { kLogWarn = 0, kLogInfo = 1, kLogTrace = 2 };
 // Read once per process; later changes to the environment are not seen.
 const EnvKnobs& env();
 
+// An integer knob: `fallback` when unset or empty; a UsageError naming the variable when it is
+// not an integer in [lo, hi]. Every knob of the project is read through this.
+int64_t readInt(const char* name, int64_t fallback, int64_t lo, int64_t hi);
+
 }  // namespace ring

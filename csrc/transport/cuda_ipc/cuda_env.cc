@@ -2,24 +2,10 @@
 
 #include <cstdlib>
 
+#include "common/env.h"
 #include "common/errors.h"
 
 namespace ring {
-namespace {
-
-int64_t readInt(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  long long x = std::strtoll(v, &end, 10);
-  if (end == v || *end != '\0' || x < lo || x > hi) {
-    throw UsageError(strCat(name, "='", v, "' is not an integer in [", lo, ", ", hi, "]"));
-  }
-  return x;
-}
-
-}  // namespace
-
 const CudaKnobs& cudaKnobs() {
   static const CudaKnobs knobs = [] {
     CudaKnobs k;
