@@ -55,7 +55,13 @@ void waitUntil(const std::atomic<uint64_t>& word, uint64_t target,
     for (int i = 1;; ++i) {
       cpuRelax();
       if (word.load(std::memory_order_acquire) >= target) return;
-      if (i % 64 == 0 && Clock::now() >= spinUntil) break;
+      if (i % 64 == 0) {
+        if (Clock::now() >= spinUntil) break;
+        // Yield now and then: if the thread we wait for shares this core (another process
+        // took the other one), it runs at once instead of after our whole spin budget; with
+        // nothing else runnable, sched_yield returns immediately and we keep polling.
+        std::this_thread::yield();
+      }
     }
   }
   for (int i = 0; i < 4; ++i) {
