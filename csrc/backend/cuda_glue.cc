@@ -23,18 +23,6 @@ constexpr std::chrono::seconds kAbortGrace{30};
 // first; the device limit only matters if the host stopped watching.
 constexpr std::chrono::seconds kDeviceSpinMargin{30};
 
-Fingerprint makeFingerprint(Collective k, uint64_t seq, int64_t count, DType t, RedOp op,
-                            int root) {
-  Fingerprint f;
-  f.seq = seq;
-  f.count = count;
-  f.root = root;
-  f.collective = k;
-  f.dtype = t;
-  f.op = op;
-  return f;
-}
-
 RingWaitLimits limitsFor(std::chrono::milliseconds timeout) {
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout + kDeviceSpinMargin);
   return RingWaitLimits{static_cast<uint64_t>(ns.count())};

@@ -221,17 +221,6 @@ void Communicator::guarded(const Fingerprint& fp, const CallInfo& c, Body&& body
 
 namespace {
 
-Fingerprint makeFp(Collective k, uint64_t seq, int64_t count, DType t, RedOp op, int root) {
-  Fingerprint f;
-  f.seq = seq;
-  f.count = count;
-  f.root = root;
-  f.collective = k;
-  f.dtype = t;
-  f.op = op;
-  return f;
-}
-
 PlanBuffers buffers(const void* in, void* out, DType t, RedOp op, int size) {
   PlanBuffers io;
   io.input = static_cast<const char*>(in);
@@ -247,7 +236,7 @@ PlanBuffers buffers(const void* in, void* out, DType t, RedOp op, int size) {
 
 void Communicator::allReduce(void* data, int64_t count, DType t, RedOp op, double factor,
                              const CallInfo& c) {
-  Fingerprint fp = makeFp(Collective::AllReduce, c.seq, count, t, op, -1);
+  Fingerprint fp = makeFingerprint(Collective::AllReduce, c.seq, count, t, op, -1);
   guarded(fp, c, [&](const WaitContext& ctx) {
     // PREMUL_SUM scales this rank's contribution in place (all-reduce is in place anyway).
     if (op == RedOp::PreMulSum) scaleFn(t)(data, data, factor, count);
@@ -262,7 +251,7 @@ void Communicator::allReduce(void* data, int64_t count, DType t, RedOp op, doubl
 
 void Communicator::reduceScatter(const void* input, void* output, int64_t countPerRank, DType t,
                                  RedOp op, double factor, const CallInfo& c) {
-  Fingerprint fp = makeFp(Collective::ReduceScatter, c.seq, countPerRank, t, op, -1);
+  Fingerprint fp = makeFingerprint(Collective::ReduceScatter, c.seq, countPerRank, t, op, -1);
   guarded(fp, c, [&](const WaitContext& ctx) {
     std::vector<char> scaled;
     const void* in = input;
@@ -280,7 +269,7 @@ void Communicator::reduceScatter(const void* input, void* output, int64_t countP
 
 void Communicator::allGather(const void* input, void* output, int64_t countPerRank, DType t,
                              const CallInfo& c) {
-  Fingerprint fp = makeFp(Collective::AllGather, c.seq, countPerRank, t, RedOp::Sum, -1);
+  Fingerprint fp = makeFingerprint(Collective::AllGather, c.seq, countPerRank, t, RedOp::Sum, -1);
   guarded(fp, c, [&](const WaitContext& ctx) {
     auto steps = planAllGather(size_, rank_, countPerRank, sliceElems(slotBytes_, t));
     PlanBuffers io{static_cast<const char*>(input), static_cast<char*>(output), elementSize(t),
@@ -290,7 +279,7 @@ void Communicator::allGather(const void* input, void* output, int64_t countPerRa
 }
 
 void Communicator::broadcast(void* data, int64_t count, DType t, int root, const CallInfo& c) {
-  Fingerprint fp = makeFp(Collective::Broadcast, c.seq, count, t, RedOp::Sum, root);
+  Fingerprint fp = makeFingerprint(Collective::Broadcast, c.seq, count, t, RedOp::Sum, root);
   guarded(fp, c, [&](const WaitContext& ctx) {
     auto steps = planBroadcast(size_, rank_, root, count, sliceElems(slotBytes_, t));
     PlanBuffers io{static_cast<const char*>(data), static_cast<char*>(data), elementSize(t),
@@ -301,7 +290,7 @@ void Communicator::broadcast(void* data, int64_t count, DType t, int root, const
 
 void Communicator::reduce(const void* input, void* output, int64_t count, DType t, RedOp op,
                           double factor, int root, const CallInfo& c) {
-  Fingerprint fp = makeFp(Collective::Reduce, c.seq, count, t, op, root);
+  Fingerprint fp = makeFingerprint(Collective::Reduce, c.seq, count, t, op, root);
   guarded(fp, c, [&](const WaitContext& ctx) {
     std::vector<char> scaled;
     const void* in = input;
@@ -321,7 +310,7 @@ void Communicator::reduce(const void* input, void* output, int64_t count, DType 
 // blocks n/2 times more.
 void Communicator::gather(const void* input, void* output, int64_t countPerRank, DType t,
                           int root, const CallInfo& c) {
-  Fingerprint fp = makeFp(Collective::Gather, c.seq, countPerRank, t, RedOp::Sum, root);
+  Fingerprint fp = makeFingerprint(Collective::Gather, c.seq, countPerRank, t, RedOp::Sum, root);
   guarded(fp, c, [&](const WaitContext& ctx) {
     const int64_t bytes = countPerRank * static_cast<int64_t>(elementSize(t));
     if (rank_ != root) {
@@ -342,7 +331,7 @@ void Communicator::gather(const void* input, void* output, int64_t countPerRank,
 
 void Communicator::scatter(const void* input, void* output, int64_t countPerRank, DType t,
                            int root, const CallInfo& c) {
-  Fingerprint fp = makeFp(Collective::Scatter, c.seq, countPerRank, t, RedOp::Sum, root);
+  Fingerprint fp = makeFingerprint(Collective::Scatter, c.seq, countPerRank, t, RedOp::Sum, root);
   guarded(fp, c, [&](const WaitContext& ctx) {
     const int64_t bytes = countPerRank * static_cast<int64_t>(elementSize(t));
     if (rank_ != root) {
@@ -369,7 +358,7 @@ void Communicator::allToAll(const void* input, void* output,
                             const std::vector<int64_t>& recvCounts,
                             const std::vector<int64_t>& recvOffsets, DType t, const CallInfo& c) {
   const int64_t esize = static_cast<int64_t>(elementSize(t));
-  Fingerprint fp = makeFp(Collective::AllToAll, c.seq, 0, t, RedOp::Sum, -1);
+  Fingerprint fp = makeFingerprint(Collective::AllToAll, c.seq, 0, t, RedOp::Sum, -1);
   guarded(fp, c, [&](const WaitContext& ctx) {
     const char* in = static_cast<const char*>(input);
     char* out = static_cast<char*>(output);
@@ -421,7 +410,7 @@ void Communicator::allToAll(const void* input, void* output,
 // A zero-length all-reduce: every rank's last receive depends on every rank having sent, so
 // nobody leaves before everybody has arrived. Its messages carry the barrier's fingerprint.
 void Communicator::barrier(const CallInfo& c) {
-  Fingerprint fp = makeFp(Collective::Barrier, c.seq, 0, DType::UInt8, RedOp::Sum, -1);
+  Fingerprint fp = makeFingerprint(Collective::Barrier, c.seq, 0, DType::UInt8, RedOp::Sum, -1);
   guarded(fp, c, [&](const WaitContext& ctx) {
     if (size_ == 1) return;
     auto steps = planAllReduce(size_, rank_, 0, 1);

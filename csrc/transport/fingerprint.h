@@ -32,6 +32,19 @@ struct Fingerprint {
   bool operator!=(const Fingerprint& o) const { return !(*this == o); }
 };
 
+// The fingerprint of one collective, as every sender stamps it and every receiver expects it.
+inline Fingerprint makeFingerprint(Collective k, uint64_t seq, int64_t count, DType t, RedOp op,
+                                   int root) {
+  Fingerprint f;
+  f.seq = seq;
+  f.count = count;
+  f.root = root;
+  f.collective = k;
+  f.dtype = t;
+  f.op = op;
+  return f;
+}
+
 // "all_reduce of 1000 float32 (op SUM), sequence 17"
 std::string describe(const Fingerprint& f);
 
