@@ -4,11 +4,13 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/util/Exception.h>
 
-#include "backend/store_adapter.h"
+#include "common/env.h"
 #include "common/errors.h"
 #include "common/logging.h"
+#include "common/thread_name.h"
 #include "transport/cuda_ipc/cuda_check.h"
 #include "transport/cuda_ipc/cuda_env.h"
+#include "transport/group_rendezvous.h"
 
 namespace ring {
 namespace {
@@ -40,7 +42,7 @@ bool overlaps(const at::Tensor& a, const at::Tensor& b) {
 
 }  // namespace
 
-CudaCollectives::CudaCollectives(const c10::intrusive_ptr<c10d::Store>& store, Communicator& comm,
+CudaCollectives::CudaCollectives(Rendezvous& store, Communicator& comm,
                                  FlightRecorder& recorder, int rank, int size, at::Device device,
                                  std::chrono::milliseconds timeout)
     : rank_(rank), size_(size), device_(device), groupName_(comm.groupName()) {
@@ -49,11 +51,22 @@ CudaCollectives::CudaCollectives(const c10::intrusive_ptr<c10d::Store>& store, C
   opts.device = device.index();
   opts.geometry = knobs.geometry;
   opts.enabled = knobs.kernels;
+  if (env().transport == "tcp") {
+    // Set to try the multi-host path on one host: CUDA tensors then take it too, as they do
+    // between hosts (staged through pinned host memory over the TCP links).
+    opts.enabled = false;
+    opts.disabledBecause = "TORCH_RING_TRANSPORT=tcp (CUDA tensors go over TCP, as between hosts)";
+  }
   opts.hostId = hostIdentity();
   opts.timeout = timeout;
   c10::cuda::CUDAGuard guard(device_);
-  StoreRendezvous rendezvous(store);
-  auto links = std::make_unique<CudaRingLinks>(rendezvous, rank, size, opts);
+  std::unique_ptr<CudaRingLinks> links;
+  try {
+    links = std::make_unique<CudaRingLinks>(store, rank, size, opts);
+  } catch (const std::exception& e) {
+    reportSetupFailure(store, rank, strCat("CUDA links: ", e.what()));
+    throw;
+  }
   const bool ok = links->usable();
   if (ok) {
     RING_LOG(kLogInfo, "group '", groupName_, "' rank ", rank, ": CUDA ring kernels on ",
@@ -69,7 +82,10 @@ CudaCollectives::CudaCollectives(const c10::intrusive_ptr<c10d::Store>& store, C
   commStream_ = std::make_unique<c10::cuda::CUDAStream>(
       c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index()));
   RING_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "rank ", rank);
-  watchdog_ = std::thread([this] { watchdogLoop(); });
+  watchdog_ = std::thread([this] {
+    nameThisThread("ring-cuda-wdog");
+    watchdogLoop();
+  });
 }
 
 CudaCollectives::~CudaCollectives() {

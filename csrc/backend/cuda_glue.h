@@ -18,7 +18,6 @@
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAStream.h>
-#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <condition_variable>
@@ -31,6 +30,7 @@
 #include "backend/cuda_work.h"
 #include "backend/tensor_checks.h"
 #include "kernels/ring_launcher.h"
+#include "transport/rendezvous.h"
 
 namespace ring {
 
@@ -39,9 +39,8 @@ class CudaCollectives {
   // Collective over the group: exchanges inbox handles through `store`. Throws CommError if a
   // peer never arrives; a group whose links cannot all use peer memory is created anyway, with
   // usable() false (the caller stages through host memory).
-  CudaCollectives(const c10::intrusive_ptr<c10d::Store>& store, Communicator& comm,
-                  FlightRecorder& recorder, int rank, int size, at::Device device,
-                  std::chrono::milliseconds timeout);
+  CudaCollectives(Rendezvous& store, Communicator& comm, FlightRecorder& recorder, int rank,
+                  int size, at::Device device, std::chrono::milliseconds timeout);
   // Waits for the kernels in flight (each bounded by its timeout), then stops the watchdog.
   ~CudaCollectives();
 

@@ -8,6 +8,7 @@
 #include "backend/tensor_checks.h"
 #include "common/errors.h"
 #include "common/logging.h"
+#include "common/thread_name.h"
 #ifdef RING_WITH_CUDA
 #include "backend/cuda_glue.h"
 #endif
@@ -18,19 +19,31 @@ namespace ring {
 
 RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                          std::chrono::milliseconds timeout, std::string groupName)
-    : c10d::Backend(rank, size), timeout_(timeout), store_(store) {
-  StoreRendezvous rendezvous(store);
+    : c10d::Backend(rank, size), timeout_(timeout) {
   CommOptions opts;
   opts.timeout = timeout;
-  opts.groupName = std::move(groupName);
+  opts.groupName = groupName;
+  groupName_ = std::move(groupName);
   try {
-    comm_ = std::make_unique<Communicator>(rendezvous, rank, size, opts);
+    store_ = std::make_unique<StoreRendezvous>(store);
+    rendezvous_ = std::make_unique<GroupRendezvous>(*store_, rank);
+    try {
+      RING_LOG(kLogInfo, "group '", opts.groupName, "' rank ", rank, ": set-up number ",
+               rendezvous_->incarnation(), " of this group on its store");
+      comm_ = std::make_unique<Communicator>(*rendezvous_, rank, size, opts);
+    } catch (const std::exception& e) {
+      reportSetupFailure(*rendezvous_, rank, e.what());
+      throw;
+    }
   } catch (const CommError& e) {
     C10_THROW_ERROR(DistBackendError, e.what());
   } catch (const RingError& e) {
     TORCH_CHECK(false, e.what());
   }
-  worker_ = std::thread([this] { workerLoop(); });
+  worker_ = std::thread([this] {
+    nameThisThread("ring-worker");
+    workerLoop();
+  });
 }
 
 RingBackend::~RingBackend() {
@@ -50,13 +63,26 @@ void RingBackend::shutdown() {
   p2p_.reset();
 #ifdef RING_WITH_CUDA
   // Waits for kernels in flight (each bounded by its timeout), then frees the CUDA state.
-  std::lock_guard<std::mutex> cudaLock(cudaMutex_);
-  cuda_.reset();
+  {
+    std::lock_guard<std::mutex> cudaLock(cudaMutex_);
+    cuda_.reset();
+    cudaTried_ = true;  // no CUDA set-up after shutdown: collectives now fail in enqueue()
+  }
 #endif
+  // The rest goes now rather than with the last reference to the group (Python code often
+  // keeps a subgroup object around): the links with their threads, sockets and shared memory,
+  // and the store, whose TCPStore server would otherwise outlive destroy_process_group().
+  std::lock_guard<std::mutex> commLock(commMutex_);
+  comm_.reset();
+  rendezvous_.reset();
+  store_.reset();
 }
 
 void RingBackend::abort() {
-  comm_->abort("abort() was called on this rank");
+  {
+    std::lock_guard<std::mutex> lock(commMutex_);
+    if (comm_) comm_->abort("abort() was called on this rank");
+  }
   std::deque<Task> dropped;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -127,11 +153,11 @@ void RingBackend::workerLoop() {
       } catch (...) {
         what = "unknown error";
       }
-      RING_LOG(kLogWarn, "rank ", rank_, " group '", comm_->groupName(), "': ", task.name,
+      RING_LOG(kLogWarn, "rank ", rank_, " group '", groupName_, "': ", task.name,
                " (sequence ", task.call.seq, ") failed after ", ms, " ms: ", what,
                "\nlast collectives of this group on this rank:\n", recorder_.dump());
     } else {
-      RING_LOG(kLogTrace, "rank ", rank_, " group '", comm_->groupName(), "': ", task.name,
+      RING_LOG(kLogTrace, "rank ", rank_, " group '", groupName_, "': ", task.name,
                " (sequence ", task.call.seq, ") took ", ms, " ms");
     }
     recorder_.markEnded(task.recordId, what);
@@ -141,9 +167,12 @@ void RingBackend::workerLoop() {
 
 // ---- CUDA tensors: staged through host memory --------------------------------------------------
 //
-// Until the CUDA ring kernels land, a CUDA tensor is copied to host memory, the host ring
-// runs, and the result is copied back, all before the call returns (so async_op=True behaves
-// like a completed Work). Correct, but not fast; logged once at INFO so it is never silent.
+// The CUDA ring kernels (backend/cuda_glue.h) run all_reduce, reduce_scatter_tensor,
+// all_gather_into_tensor and broadcast when every link of the group has a peer-memory path.
+// Everything else with CUDA tensors - the other collectives, point-to-point, and groups whose
+// ranks span hosts (their links are TCP) - is staged: copied into pinned host memory, run by
+// the host ring, and copied back, all before the call returns (so async_op=True gives a
+// completed Work). Logged once at INFO so that it is never silent.
 
 namespace {
 
@@ -154,10 +183,21 @@ bool anyCuda(const std::vector<at::Tensor>& v) {
   return false;
 }
 
+// A host copy of `t`. Pinned when `t` is on a GPU: the device copies straight into it by DMA
+// rather than through a driver bounce buffer, and torch's caching host allocator hands the same
+// blocks back on the next call, so steady-state staging allocates nothing.
+at::Tensor stagingCopy(const at::Tensor& t) {
+  if (!t.defined()) return t;
+  at::Tensor host =
+      at::empty(t.sizes(), t.options().device(at::kCPU).pinned_memory(t.is_cuda()));
+  host.copy_(t);
+  return host;
+}
+
 std::vector<at::Tensor> toHost(const std::vector<at::Tensor>& v) {
   std::vector<at::Tensor> out;
   out.reserve(v.size());
-  for (const auto& t : v) out.push_back(t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true));
+  for (const auto& t : v) out.push_back(stagingCopy(t));
   return out;
 }
 
@@ -174,8 +214,10 @@ void copyBack(std::vector<at::Tensor>& device, const std::vector<at::Tensor>& ho
 void noteStaging() {
   static std::once_flag once;
   std::call_once(once, [] {
-    RING_LOG(kLogInfo, "CUDA tensors are staged through host memory (the CUDA ring kernels are "
-                       "not wired into the backend yet)");
+    RING_LOG(kLogInfo, "CUDA tensors of this call are staged through pinned host memory (the "
+                       "CUDA ring kernels cover all_reduce, reduce_scatter_tensor, "
+                       "all_gather_into_tensor and broadcast on groups whose links all have a "
+                       "peer-memory path)");
   });
 }
 
@@ -342,7 +384,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::_allgather_base(at::Tensor& output, 
     }
 #endif
     noteStaging();
-    at::Tensor hin = input.cpu(), hout = output.cpu();
+    at::Tensor hin = stagingCopy(input), hout = stagingCopy(output);
     auto w = _allgather_base(hout, hin, opts);
     w->wait();
     output.copy_(hout);
@@ -511,7 +553,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::_reduce_scatter_base(
     }
 #endif
     noteStaging();
-    at::Tensor hin = input.cpu(), hout = output.cpu();
+    at::Tensor hin = stagingCopy(input), hout = stagingCopy(output);
     auto w = _reduce_scatter_base(hout, hin, opts);
     w->wait();
     output.copy_(hout);
@@ -753,7 +795,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::alltoall_base(at::Tensor& output, at
   }
   if (input.is_cuda()) {
     noteStaging();
-    at::Tensor hin = input.cpu(), hout = output.cpu();
+    at::Tensor hin = stagingCopy(input), hout = stagingCopy(output);
     auto w = alltoall_base(hout, hin, outputSplits, inputSplits, opts);
     w->wait();
     output.copy_(hout);
@@ -863,8 +905,8 @@ CudaCollectives* RingBackend::cudaPath(const CheckScope& s, const at::Tensor& t)
     std::optional<at::Device> bound = getBoundDeviceId();
     at::Device device = bound && bound->is_cuda() && bound->has_index() ? *bound : t.device();
     try {
-      cuda_ = std::make_unique<CudaCollectives>(store_, *comm_, recorder_, rank_, size_, device,
-                                                timeout_);
+      cuda_ = std::make_unique<CudaCollectives>(*rendezvous_, *comm_, recorder_, rank_, size_,
+                                                device, timeout_);
     } catch (const CommError& e) {
       C10_THROW_ERROR(DistBackendError, strCat("ring: ", s.collective, " on rank ", rank_,
                                                ": setting up the CUDA ring failed: ", e.what()));
@@ -900,7 +942,12 @@ void RingBackend::waitCudaWork() {
 
 P2PEngine& RingBackend::p2p() {
   std::lock_guard<std::mutex> lock(p2pMutex_);
-  if (!p2p_) p2p_ = std::make_unique<P2PEngine>(comm_->transport(), comm_->groupName());
+  if (!p2p_) {
+    std::lock_guard<std::mutex> commLock(commMutex_);
+    TORCH_CHECK(comm_ != nullptr, "ring: point-to-point on rank ", rank_,
+                " was called after the process group was shut down (destroy_process_group)");
+    p2p_ = std::make_unique<P2PEngine>(comm_->transport(), groupName_);
+  }
   return *p2p_;
 }
 
@@ -914,7 +961,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::pointToPoint(bool isSend, at::Tensor
   if (size_ == 1) failUsage(s, "a group of one rank has no peer to exchange with");
   if (tensor.is_cuda()) {
     noteStaging();
-    at::Tensor host = tensor.cpu();
+    at::Tensor host = stagingCopy(tensor);
     auto w = pointToPoint(isSend, host, peer, tag, name);
     w->wait();
     if (!isSend) tensor.copy_(host);

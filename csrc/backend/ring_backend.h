@@ -14,9 +14,11 @@
 #include <thread>
 
 #include "backend/ring_work.h"
+#include "backend/store_adapter.h"
 #include "executor/communicator.h"
 #include "executor/flight_recorder.h"
 #include "executor/p2p_engine.h"
+#include "transport/group_rendezvous.h"
 
 namespace ring {
 
@@ -88,7 +90,7 @@ class RingBackend : public c10d::Backend {
   void shutdown() override;
 
   const FlightRecorder& flightRecorder() const { return recorder_; }
-  const std::string& groupName() const { return comm_->groupName(); }
+  const std::string& groupName() const { return groupName_; }
 
  private:
   using Body = std::function<void(const CallInfo&)>;
@@ -111,6 +113,9 @@ class RingBackend : public c10d::Backend {
                                               const char* name);
 
   std::chrono::milliseconds timeout_;
+  std::string groupName_;
+  // Released by shutdown() (guarded by commMutex_ from then on: abort() may race with it).
+  std::mutex commMutex_;
   std::unique_ptr<Communicator> comm_;
   FlightRecorder recorder_;
   std::atomic<uint64_t> seq_{0};
@@ -126,7 +131,10 @@ class RingBackend : public c10d::Backend {
 
   // CUDA tensors of all_reduce, reduce_scatter_tensor, all_gather_into_tensor and broadcast run
   // on the CUDA ring kernels (backend/cuda_glue.h) when every link has a peer path.
-  c10::intrusive_ptr<c10d::Store> store_;  // kept for the CUDA set-up on first use
+  // This incarnation's view of the group's store (transport/group_rendezvous.h): the links
+  // are set up through it, and so is the CUDA path on first use.
+  std::unique_ptr<StoreRendezvous> store_;
+  std::unique_ptr<GroupRendezvous> rendezvous_;
 #ifdef RING_WITH_CUDA
   // The kernel path for tensor `t`, set up (collectively) on the first CUDA collective; null
   // when the group stages CUDA tensors through host memory instead. Throws a usage error if `t`

@@ -20,4 +20,10 @@ std::string StoreRendezvous::get(const std::string& key, std::chrono::millisecon
   return std::string(v.begin(), v.end());
 }
 
+int64_t StoreRendezvous::add(const std::string& key, int64_t delta) {
+  return store_->add(key, delta);
+}
+
+bool StoreRendezvous::check(const std::string& key) { return store_->check({key}); }
+
 }  // namespace ring

@@ -13,6 +13,8 @@ class StoreRendezvous : public Rendezvous {
   explicit StoreRendezvous(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  bool check(const std::string& key) override;
 
  private:
   c10::intrusive_ptr<c10d::Store> store_;

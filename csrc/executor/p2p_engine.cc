@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "common/errors.h"
+#include "common/thread_name.h"
 #include "executor/cpu_executor.h"
 
 namespace ring {
@@ -13,7 +14,10 @@ P2PEngine::P2PEngine(Transport& transport, std::string groupName)
       groupName_(std::move(groupName)),
       sendSeq_(static_cast<size_t>(transport.size()), 0),
       recvSeq_(static_cast<size_t>(transport.size()), 0) {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    nameThisThread("ring-p2p");
+    run();
+  });
 }
 
 P2PEngine::~P2PEngine() {

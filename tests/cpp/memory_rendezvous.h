@@ -33,6 +33,23 @@ class MemoryRendezvous : public Rendezvous {
     return values_[key];
   }
 
+  int64_t add(const std::string& key, int64_t delta) override {
+    int64_t value;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = values_.find(key);
+      value = (it == values_.end() ? 0 : std::stoll(it->second)) + delta;
+      values_[key] = std::to_string(value);
+    }
+    changed_.notify_all();
+    return value;
+  }
+
+  bool check(const std::string& key) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return values_.count(key) != 0;
+  }
+
   // Non-blocking look-up for tests that inspect what the ranks published.
   bool peek(const std::string& key, std::string* value) {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -15,6 +15,7 @@
 #include "executor/communicator.h"
 #include "memory_rendezvous.h"
 #include "rank_threads.h"
+#include "transport/group_rendezvous.h"
 #include "transport/tcp/socket_util.h"
 #include "transport/tcp/tcp_handshake.h"
 #include "transport/tcp/tcp_transport.h"
@@ -583,6 +584,46 @@ TEST(TcpFrames, BrokenNoticeFromAPeerIsRaised) {
     writeFull(f.fds[0], why.data(), why.size(), Clock::now() + 5s);
   });
   EXPECT_NE(e.find("reported: rank 0 ran out of memory??"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace ring
+
+namespace ring {
+namespace {
+
+// Set-up waits (for connections, and connect retries) end as soon as a peer reports that its
+// set-up failed, instead of at the group timeout (which can be many minutes).
+TEST(TcpTransport, APeerThatFailsItsSetUpEndsTheOthersWaitsAtOnce) {
+  for (int waitingRank : {0, 1}) {
+    MemoryRendezvous store;
+    GroupRendezvous waiterView(store, waitingRank), failingView(store, 1 - waitingRank);
+    TcpOptions opts = loopbackOptions();
+    opts.timeout = 60s;
+    std::thread failing([&] {
+      if (waitingRank == 1) {
+        // The failing rank 0 got as far as the token, then gave up before connecting.
+        failingView.set("ring/tcp/token", std::string(64, 'a'));
+      } else {
+        // The failing rank 1 published an address where nothing listens (connects are refused
+        // and retried), then gave up.
+        failingView.set("ring/tcp/addr/1", "127.0.0.1:1");
+      }
+      std::this_thread::sleep_for(200ms);
+      reportSetupFailure(failingView, 1 - waitingRank, "simulated set-up failure");
+    });
+    auto start = Clock::now();
+    std::string what;
+    try {
+      TcpTransport t(waiterView, waitingRank, 2, {1 - waitingRank}, opts);
+    } catch (const CommError& e) {
+      what = e.what();
+    }
+    failing.join();
+    EXPECT_NE(what.find("simulated set-up failure"), std::string::npos)
+        << "rank " << waitingRank << ": " << what;
+    EXPECT_LT(Clock::now() - start, 5s) << "rank " << waitingRank;
+  }
 }
 
 }  // namespace

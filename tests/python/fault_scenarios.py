@@ -139,9 +139,24 @@ def scenario_abort():
     os._exit(0)
 
 
+def ring_threads():
+    """Names of this library's threads alive in this process (they are named ring-*)."""
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+        except OSError:
+            continue  # the thread ended meanwhile
+        if name.startswith("ring-"):
+            names.append(name)
+    return sorted(names)
+
+
 def resources():
     return {
         "threads": len(os.listdir("/proc/self/task")),
+        "ring_threads": ring_threads(),
         "fds": len(os.listdir("/proc/self/fd")),
         "shm": sorted(f for f in os.listdir("/dev/shm") if f.startswith("torch_ring_")),
         "rss_kb": int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024,
@@ -149,8 +164,14 @@ def resources():
 
 
 def scenario_cleanup():
-    # Baseline after torch has started its own threads: one throwaway gloo-free warm-up.
+    # Baseline after torch has started its own threads and made its one-time allocations: a
+    # tensor op, and a TCPStore server started and dropped (libuv keeps a pipe pair for good).
     torch.ones(1).add_(1)
+    if int(os.environ["RANK"]) == 0:
+        warm = dist.TCPStore("127.0.0.1", 0, 1, True, datetime.timedelta(seconds=10),
+                             multi_tenant=True, use_libuv=True)
+        del warm
+        gc.collect()
     before = resources()
     for _ in range(3):
         rank, world = init()
@@ -166,8 +187,27 @@ def scenario_cleanup():
         during = resources()
         dist.destroy_process_group()
         gc.collect()
+    # The last subgroup is still referenced here, as it often is in user code: destroy must have
+    # released what the library holds anyway (its threads, sockets, shared memory).
+    still_referenced = resources()
+    # torch's ProcessGroup object itself holds the store (a TCPStore server on rank 0): only
+    # after the last reference goes does the process return to its baseline.
+    del sub
+    gc.collect()
     after = resources()
-    report(rank=rank, before=before, during=during, after=after)
+    report(rank=rank, before=before, during=during, still_referenced=still_referenced,
+           after=after)
+    os._exit(0)
+
+
+def scenario_setup_failure():
+    # Rank 1's set-up fails (a bad setting) with a long timeout on both: rank 0 must learn it
+    # from rank 1's notice in the store, not wait for the timeout.
+    rank = int(os.environ["RANK"])
+    if rank == 1:
+        os.environ["TORCH_RING_TRANSPORT"] = "bogus"
+    err, msg, took = run_and_capture(lambda: init())
+    report(rank=rank, error=err, message=msg, elapsed=took)
     os._exit(0)
 
 

@@ -405,6 +405,40 @@ def rank_mismatch():
     return {"error": error, "elapsed": time.monotonic() - start}
 
 
+def rank_staged_over_tcp(device="cuda"):
+    """TORCH_RING_TRANSPORT=tcp, as between hosts: CUDA tensors are staged through pinned host
+    memory over the TCP links (no kernels), and the results are still exact."""
+    os.environ["TORCH_RING_TRANSPORT"] = "tcp"
+    rank, world, dev = _setup(device=device)
+    rep = Report()
+    n = (1 << 20) + 3
+    x = torch.arange(n, device=dev, dtype=torch.float32) % 251 + rank
+    dist.all_reduce(x)
+    want = (torch.arange(n, device=dev, dtype=torch.float32) % 251) * world + sum(range(world))
+    rep.check("all_reduce", x, want)
+    b = torch.full((4099,), float(rank), device=dev, dtype=torch.float64)
+    dist.broadcast(b, src=world - 1)
+    rep.check("broadcast", b, torch.full_like(b, float(world - 1)))
+    g = torch.empty(world * 1000, device=dev, dtype=torch.bfloat16)
+    dist.all_gather_into_tensor(g, torch.full((1000,), float(rank), device=dev,
+                                              dtype=torch.bfloat16))
+    rep.check("all_gather_into_tensor", g, torch.arange(world, device=dev).repeat_interleave(
+        1000).to(torch.bfloat16))
+    out = torch.empty(777, device=dev, dtype=torch.int32)
+    dist.reduce_scatter_tensor(out, torch.ones(world * 777, device=dev, dtype=torch.int32))
+    rep.check("reduce_scatter_tensor", out, torch.full_like(out, world))
+    p = torch.full((12345,), float(rank + 1), device=dev)
+    if rank == 0:
+        dist.send(p, 1)
+    elif rank == 1:
+        dist.recv(p, 0)
+        rep.check("recv", p, torch.ones_like(p))
+    _sync(dev)
+    staged = not _ran_on_kernels(dev)
+    dist.destroy_process_group()
+    return {**rep.as_dict(), "staged": staged}
+
+
 def _train_ddp(group, rank, dev, steps=8):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -552,6 +586,12 @@ def test_size_mismatch_is_an_error_on_every_rank():
         assert res["error"] and res["error"][0] == "DistBackendError", res
         assert res["elapsed"] < 30, res
     assert any("mismatch" in res["error"][1] for res in results), results
+
+
+def test_cuda_tensors_over_tcp_are_staged_and_exact():
+    results = run_on_local_ranks(rank_staged_over_tcp, 2, timeout_s=300)
+    _no_failures(results)
+    assert all(r["staged"] for r in results), "TORCH_RING_TRANSPORT=tcp still ran the kernels"
 
 
 def test_sync_batch_norm_matches_one_batch_norm():

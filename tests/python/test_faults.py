@@ -81,9 +81,18 @@ def test_abort_fails_pending_work_and_tells_peers():
     assert_dist_error(results[1], "abort")
 
 
-def test_destroy_leaves_no_threads_fds_or_shm():
-    run = run_scenario("cleanup", 2, timeout_s=10.0)
-    for r in run.by_rank().values():
+@pytest.mark.parametrize("transport", ["auto", "tcp"])
+def test_destroy_leaves_no_threads_fds_or_shm(transport):
+    # Three init/new_group/destroy cycles with p2p. The previous cycle's subgroup is still
+    # referenced when the next cycle starts, which keeps torch's TCPStore (and its keys) alive:
+    # each set-up must still see only its own keys (transport/group_rendezvous.h).
+    run = run_scenario("cleanup", 2, timeout_s=10.0, extra_env={"TORCH_RING_TRANSPORT": transport})
+    results = run.by_rank()
+    assert sorted(results) == [0, 1], run.outputs
+    for r in results.values():
+        assert r["during"]["ring_threads"], r  # the count below can see our threads
+        assert r["still_referenced"]["ring_threads"] == [], r
+        assert r["still_referenced"]["shm"] == [], r
         assert r["after"]["shm"] == [], r
         assert r["after"]["fds"] <= r["before"]["fds"], r
         assert r["after"]["threads"] <= r["before"]["threads"], r
@@ -116,6 +125,17 @@ def test_sigstopped_rank_times_out_others_then_errors_after_sigcont():
     assert_dist_error(results[0], "timed out", "rank 1")
     assert TIMEOUT_S - 0.5 <= results[0]["elapsed"] <= TIMEOUT_S + 3, results[0]
     assert results[1]["error"] == "DistBackendError", results[1]
+
+
+def test_a_rank_whose_set_up_fails_ends_the_others_set_up_at_once():
+    run = run_scenario("setup_failure", 2, timeout_s=120.0)
+    results = run.by_rank()
+    assert sorted(results) == [0, 1], run.outputs
+    # Rank 1's own error is a usage error (RuntimeError) naming the bad setting.
+    assert results[1]["error"] == "RuntimeError" and "bogus" in results[1]["message"], results[1]
+    # Rank 0 names rank 1 and its reason, long before the 120 s timeout.
+    assert_dist_error(results[0], "rank 1 failed to set up", "bogus")
+    assert results[0]["elapsed"] < 10.0, results[0]
 
 
 def test_use_after_destroy_is_a_clear_error():

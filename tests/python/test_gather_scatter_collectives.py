@@ -51,6 +51,13 @@ def all_gather_forms(ctx):
             dist.all_gather_into_tensor(shared, block)
             report.check(f"{label} into_tensor input is a view of the output", shared,
                          torch.cat(want))
+    # torch 2.14's name for it (all_gather_into_tensor is deprecated there).
+    if hasattr(dist, "all_gather_single"):
+        mine = payload(me, 1009, torch.float32, seed=2)
+        out = torch.empty(w * 1009)
+        dist.all_gather_single(out, mine)
+        report.check("float32 all_gather_single", out,
+                     torch.cat([payload(r, 1009, torch.float32, seed=2) for r in range(w)]))
     rows = payload(me, 7, torch.float32, shape_tail=(3,))
     out, ref = torch.empty(7 * w, 3), torch.empty(7 * w, 3)
     dist.all_gather_into_tensor(out, rows)
@@ -159,6 +166,14 @@ def reduce_scatter_forms(ctx):
     report.check("float32 PREMUL_SUM tensor factor", out,
                  expected_reduction(inputs, "PREMUL_SUM", torch.float32, factor)[me * n:(me + 1) * n],
                  same_on_all_ranks=False)
+    # torch 2.14's name for reduce_scatter_tensor.
+    if hasattr(dist, "reduce_scatter_single"):
+        inputs = [exact_input(r, w * n, torch.float32, "MAX", seed=5) for r in range(w)]
+        out = torch.empty(n)
+        dist.reduce_scatter_single(out, inputs[me].clone(), op=dist.ReduceOp.MAX)
+        report.check("float32 MAX reduce_scatter_single", out,
+                     expected_reduction(inputs, "MAX", torch.float32)[me * n:(me + 1) * n],
+                     same_on_all_ranks=False)
     # The output is this rank's block of the input itself.
     inputs = [exact_input(r, w * n, torch.float32, "SUM", seed=4) for r in range(w)]
     buffer = inputs[me].clone()

@@ -5,8 +5,10 @@ namespace, so that the ranks see two different hosts). Every collective is compa
 over the same ranks, once on a clean link and once under netem delay and loss, while a stranger
 knocks on every ring listener and must be refused without disturbing the job.
 
-Needs root (ip netns; tc netem, or iptables where the kernel has no netem); skipped with the reason where namespaces cannot be created.
-Addresses 10.99.<n>.1/.2 stay inside the namespaces the test creates and removes.
+Needs root (ip netns; tc netem, or /dev/net/tun for link_emulator.py where the kernel has no
+netem); skipped with the reason where namespaces cannot be created.
+Addresses 10.99.<n>.1/.2 (veth) and 10.98.<n>.1/.2 (emulated link) stay inside the namespaces
+the test creates and removes.
 """
 import os
 import socket
@@ -16,6 +18,8 @@ import time
 import uuid
 
 import pytest
+
+from link_emulator import EmulatedLink
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "multihost_worker.py")
@@ -37,6 +41,7 @@ class Hosts:
         subnet = 10 + int(tag, 16) % 200
         self.ip = [f"10.99.{subnet}.1", f"10.99.{subnet}.2"]
         self.created = []
+        self.emulated = None
         for ns in self.ns:
             _run("ip", "netns", "add", ns)
             self.created.append(ns)
@@ -48,31 +53,30 @@ class Hosts:
             _run("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
 
     def impair(self):
-        """5 ms delay and 1% loss on both ends with netem; where the kernel lacks netem
-        (sch_netem), 1% loss with an iptables statistic rule. Returns what was applied."""
+        """5 ms delay each way and 1% loss between the hosts. With netem where the kernel has
+        it (on the veth pair); otherwise over a user-space emulated link (link_emulator.py: TUN
+        devices and a relay process), so the delay is real either way. Returns the route the
+        ranks must use: (addresses, interfaces, description)."""
         try:
             for ns, dev in zip(self.ns, self.dev):
                 _run("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root",
                      "netem", "delay", "5ms", "loss", "1%")
-            return "netem delay 5ms loss 1%"
+            return self.ip, self.dev, "netem delay 5ms loss 1%"
         except subprocess.CalledProcessError as e:
             netem_error = e.stderr.strip()
-        if subprocess.run(["which", "iptables"], capture_output=True).returncode == 0:
-            try:
-                for ns in self.ns:
-                    _run("ip", "netns", "exec", ns, "iptables", "-A", "INPUT", "-m", "statistic",
-                         "--mode", "random", "--probability", "0.01", "-j", "DROP")
-                return f"iptables 1% loss (no delay: netem unavailable: {netem_error})"
-            except subprocess.CalledProcessError as e:
-                netem_error += "; iptables: " + e.stderr.strip()
-        self.clear()
-        pytest.skip(f"cannot impair the link: netem unavailable ({netem_error}) and no usable "
-                    "iptables (apt-get install -y iptables)")
+        if not os.path.exists("/dev/net/tun"):
+            pytest.skip(f"cannot impair the link: netem unavailable ({netem_error}) and no "
+                        "/dev/net/tun for the user-space emulator")
+        self.emulated = EmulatedLink(self.ns[0], self.ns[1], delay_ms=5, loss=0.01)
+        return self.emulated.ip, self.emulated.dev, (f"{self.emulated.describe()}; netem: "
+                                                     f"{netem_error}")
 
     def clear(self):
         for ns, dev in zip(self.ns, self.dev):
             _run("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root", check=False)
-            _run("ip", "netns", "exec", ns, "iptables", "-F", "INPUT", check=False)
+        if self.emulated is not None:
+            self.emulated.close()
+            self.emulated = None
 
     def close(self):
         for ns in self.created:  # deleting a namespace removes its veth end (and so the pair)
@@ -103,25 +107,26 @@ def _free_port_in(ns):
     return int(_run("ip", "netns", "exec", ns, sys.executable, "-c", code).stdout)
 
 
-def _launch(hosts, shared, port, extra_env):
+def _launch(hosts, route, shared, port, extra_env):
+    ips, devs = route
     procs = []
     for i in range(2):
         env = dict(os.environ)
         env.update(extra_env)
         env.update({
             "RING_MH_DIR": shared,
-            "RING_MH_IP": hosts.ip[i],
-            "GLOO_SOCKET_IFNAME": hosts.dev[i],
+            "RING_MH_IP": ips[i],
+            "GLOO_SOCKET_IFNAME": devs[i],
             "PYTHONPATH": REPO + os.pathsep + env.get("PYTHONPATH", ""),
             "OMP_NUM_THREADS": "1",
         })
         cmd = ["ip", "netns", "exec", hosts.ns[i], "unshare", "--ipc",
                sys.executable, "-m", "torch.distributed.run",
                "--nnodes=2", "--nproc_per_node=2", "--rdzv-backend=c10d",
-               f"--rdzv-endpoint={hosts.ip[0]}:{port}", f"--rdzv-id=ringmh{port}",
+               f"--rdzv-endpoint={ips[0]}:{port}", f"--rdzv-id=ringmh{port}",
                # The store's host cannot be told from its address inside a namespace: say so.
                f"--rdzv-conf=is_host={1 if i == 0 else 0}",
-               f"--local-addr={hosts.ip[i]}", "--max-restarts=0", WORKER]
+               f"--local-addr={ips[i]}", "--max-restarts=0", WORKER]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
     return procs
@@ -142,10 +147,10 @@ def _wait_for_addresses(shared, world, procs):
     pytest.fail(f"the ranks did not publish their ring listeners:\n{out[-6000:]}")
 
 
-def _run_job(hosts, tmp_path, extra_env):
+def _run_job(hosts, route, tmp_path, extra_env):
     shared = str(tmp_path)
     port = _free_port_in(hosts.ns[0])
-    procs = _launch(hosts, shared, port, extra_env)
+    procs = _launch(hosts, route, shared, port, extra_env)
     listeners = _wait_for_addresses(shared, 4, procs)
     # The stranger lives on host B and knocks on the listeners of both hosts.
     stranger = subprocess.run(
@@ -165,7 +170,7 @@ def _run_job(hosts, tmp_path, extra_env):
     return procs, stranger, listeners, text
 
 
-def _assert_job_ok(procs, stranger, listeners, text):
+def _assert_job_ok(route, procs, stranger, listeners, text):
     assert all(p.returncode == 0 for p in procs), text[-8000:]
     for r in range(4):
         assert f"RESULT OK rank {r}" in text, text[-8000:]
@@ -173,14 +178,15 @@ def _assert_job_ok(procs, stranger, listeners, text):
     assert stranger.returncode == 0, stranger.stdout + stranger.stderr
     assert f"STRANGER REFUSED {3 * len(listeners)}/{3 * len(listeners)}" in stranger.stdout
     assert "refused a TCP connection from " + ".".join(listeners[0].split()[2].split(".")[:3]) in text
-    # Every listener is on a namespace address, never 0.0.0.0 or loopback.
+    # Every listener is on the address of its host's link, never 0.0.0.0 or loopback.
     for line in listeners:
-        assert line.split()[2].startswith("10.99."), listeners
+        assert line.split()[2].split(":")[0] in route[0], (listeners, route)
 
 
 def test_mixed_ring_across_two_hosts(hosts, tmp_path):
-    result = _run_job(hosts, tmp_path, {"TORCH_RING_DEBUG": "INFO"})
-    _assert_job_ok(*result)
+    route = (hosts.ip, hosts.dev)
+    result = _run_job(hosts, route, tmp_path, {"TORCH_RING_DEBUG": "INFO"})
+    _assert_job_ok(route, *result)
     text = result[3]
     # Shared memory inside a host, TCP between them, in one ring.
     assert "1 peer(s) over shared memory, 2 over TCP (transport auto)" in text, text[-8000:]
@@ -188,10 +194,12 @@ def test_mixed_ring_across_two_hosts(hosts, tmp_path):
 
 
 def test_tcp_only_under_delay_and_loss(hosts, tmp_path):
-    applied = hosts.impair()
+    ips, devs, applied = hosts.impair()
     try:
-        result = _run_job(hosts, tmp_path, {"TORCH_RING_TRANSPORT": "tcp"})
+        start = time.monotonic()
+        result = _run_job(hosts, (ips, devs), tmp_path, {"TORCH_RING_TRANSPORT": "tcp"})
+        took = time.monotonic() - start
     finally:
         hosts.clear()
-    print(f"link impaired with: {applied}")
-    _assert_job_ok(*result)
+    print(f"link impaired with: {applied}; the job took {took:.1f} s")
+    _assert_job_ok((ips, devs), *result)

@@ -104,7 +104,7 @@ CudaRingLinks::CudaRingLinks(Rendezvous& store, int rank, int size, const CudaLi
     }
     if (!problem_.empty()) copyProblem(&mine, problem_);
   } else {
-    copyProblem(&mine, "TORCH_RING_CUDA_KERNELS=0");
+    copyProblem(&mine, opts.disabledBecause);
   }
   store.set(infoKey(rank), encodePeerInfo(opts.hostId, mine));
 

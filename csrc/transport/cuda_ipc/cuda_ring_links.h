@@ -22,6 +22,7 @@ struct CudaLinkOptions {
   int device = 0;                 // this rank's CUDA ordinal
   FifoGeometry geometry{};
   bool enabled = true;            // false: take part in set-up, then decline
+  std::string disabledBecause = "TORCH_RING_CUDA_KERNELS=0";  // the reason when !enabled
   std::string hostId;             // ranks with equal ids share a host (hostIdentity())
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // store waits
 };

@@ -145,7 +145,8 @@ int listenOn(const std::string& ip, int* port) {
   return fd;
 }
 
-int connectTo(const std::string& ip, int port, Clock::time_point deadline) {
+int connectTo(const std::string& ip, int port, Clock::time_point deadline,
+              const std::function<void()>& beforeRetry) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = htons(static_cast<uint16_t>(port));
@@ -154,7 +155,8 @@ int connectTo(const std::string& ip, int port, Clock::time_point deadline) {
   }
   int lastError = 0;
   auto pause = std::chrono::milliseconds(10);
-  while (Clock::now() < deadline) {
+  for (bool first = true; Clock::now() < deadline; first = false) {
+    if (!first && beforeRetry) beforeRetry();
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     RING_SYSCHECK(fd, "socket() to connect to ", ip, ":", port);
     int r = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);

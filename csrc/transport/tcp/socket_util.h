@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <string>
 
 #include "transport/wait.h"
@@ -25,8 +26,10 @@ std::string chooseListenAddress(const std::string& ifname, const std::string& ma
 int listenOn(const std::string& ip, int* port);
 
 // Connects to ip:port, retrying while the listener is not there yet, until `deadline`.
-// Returns a blocking-free (O_NONBLOCK) socket with TCP_NODELAY.
-int connectTo(const std::string& ip, int port, Clock::time_point deadline);
+// Returns a blocking-free (O_NONBLOCK) socket with TCP_NODELAY. `beforeRetry` runs before each
+// new try and may throw to give up early (e.g. another rank reported that its set-up failed).
+int connectTo(const std::string& ip, int port, Clock::time_point deadline,
+              const std::function<void()>& beforeRetry = {});
 
 // Reads/writes exactly `bytes` on a non-blocking socket, waiting with poll() until `deadline`.
 // Returns 0 on success, or an errno value (ETIMEDOUT at the deadline, ECONNRESET when the peer

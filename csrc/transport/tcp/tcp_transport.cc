@@ -10,6 +10,8 @@
 #include "common/env.h"
 #include "common/errors.h"
 #include "common/logging.h"
+#include "common/thread_name.h"
+#include "transport/group_rendezvous.h"
 #include "transport/tcp/socket_util.h"
 #include "transport/tcp/tcp_connection.h"
 
@@ -92,7 +94,10 @@ TcpTransport::TcpTransport(Rendezvous& store, int rank, int size, const std::vec
   RING_LOG(kLogInfo, "rank ", rank_, ": TCP transport listening on ", listenAddress_, " (", why,
            ")");
   ioRegisterFixed();
-  io_ = std::thread([this] { ioLoop(); });
+  io_ = std::thread([this] {
+    nameThisThread("ring-tcp-io");
+    ioLoop();
+  });
 
   try {
     store.set(addrKey(rank), listenAddress_);
@@ -103,7 +108,7 @@ TcpTransport::TcpTransport(Rendezvous& store, int rank, int size, const std::vec
         if (p > rank) connectToPeer(store, p, ch, deadline);
       }
     }
-    waitForAllConnected(deadline);
+    waitForAllConnected(store, deadline);
   } catch (...) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -141,8 +146,16 @@ void TcpTransport::connectToPeer(Rendezvous& store, int peer, int channel,
   splitHostPort(published, strCat("rank ", peer), &ip, &port);
   // A few tries: an acceptor at its pending-handshake cap drops the oldest socket, which may
   // have been ours if a stranger floods it.
+  // A peer whose set-up failed never listens or answers: stop as soon as it says so.
+  auto giveUpIfSetupFailed = [&] {
+    std::string failure = reportedSetupFailure(store);
+    if (!failure.empty()) {
+      throw CommError(strCat("ring: rank ", rank_, " stops connecting to rank ", peer, ": ",
+                             failure));
+    }
+  };
   for (int attempt = 1;; ++attempt) {
-    int fd = connectTo(ip, port, deadline);
+    int fd = connectTo(ip, port, deadline, giveUpIfSetupFailed);
     auto handshakeDeadline = std::min(deadline, Clock::now() + opts_.handshakeTimeout);
     std::string detail;
     ConnectOutcome outcome;
@@ -170,7 +183,7 @@ void TcpTransport::connectToPeer(Rendezvous& store, int peer, int channel,
   }
 }
 
-void TcpTransport::waitForAllConnected(Clock::time_point deadline) {
+void TcpTransport::waitForAllConnected(Rendezvous& store, Clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mutex_);
   auto allIn = [&] {
     for (int ch = 0; ch < kChannels; ++ch) {
@@ -180,7 +193,20 @@ void TcpTransport::waitForAllConnected(Clock::time_point deadline) {
     }
     return true;
   };
-  established_.wait_until(lock, deadline, [&] { return allIn() || broken_.load(); });
+  // Wakes every 100 ms to look for a set-up failure reported by another rank: a peer that gave
+  // up will never connect, and the group timeout can be many minutes.
+  while (!allIn() && !broken_.load() && Clock::now() < deadline) {
+    established_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)),
+                            [&] { return allIn() || broken_.load(); });
+    if (allIn() || broken_.load()) break;
+    lock.unlock();
+    std::string failure = reportedSetupFailure(store);
+    lock.lock();
+    if (!failure.empty()) {
+      throw CommError(strCat("ring: rank ", rank_, " stops waiting for its TCP connections: ",
+                             failure));
+    }
+  }
   if (broken_.load()) {
     throw CommError(strCat("ring: rank ", rank_, ": TCP set-up failed: ", brokenReason_));
   }

@@ -96,7 +96,7 @@ class TcpTransport : public Transport {
 
   // set-up
   void connectToPeer(Rendezvous& store, int peer, int channel, Clock::time_point deadline);
-  void waitForAllConnected(Clock::time_point deadline);
+  void waitForAllConnected(Rendezvous& store, Clock::time_point deadline);
   void stopIo();
   bool admit(int peer, int channel, std::string* why);
   // I/O thread (tcp_io_loop.cc)

@@ -1,0 +1,72 @@
+#include "transport/group_rendezvous.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "common/errors.h"
+#include "transport/wait.h"
+
+namespace ring {
+namespace {
+
+const char* kFailureKey = "ring/setup_failed";
+
+}  // namespace
+
+GroupRendezvous::GroupRendezvous(Rendezvous& base, int rank) : base_(base), rank_(rank) {
+  incarnation_ = base_.add(strCat("ring/incarnation/", rank), 1);
+  prefix_ = strCat("ring/", incarnation_, "/");
+}
+
+void GroupRendezvous::set(const std::string& key, const std::string& value) {
+  base_.set(prefix_ + key, value);
+}
+
+int64_t GroupRendezvous::add(const std::string& key, int64_t delta) {
+  return base_.add(prefix_ + key, delta);
+}
+
+bool GroupRendezvous::check(const std::string& key) { return base_.check(prefix_ + key); }
+
+std::string GroupRendezvous::get(const std::string& key, std::chrono::milliseconds timeout) {
+  // Polls rather than blocking in the store's wait(), so that a failure notice from another
+  // rank ends the wait too. Set-up only: the first polls are quick (the key is usually there or
+  // close), later ones back off to 20 ms, a small cost next to process start-up.
+  const auto deadline = Clock::now() + timeout;
+  auto pause = std::chrono::microseconds(200);
+  while (true) {
+    if (base_.check(prefix_ + key)) return base_.get(prefix_ + key, timeout);
+    std::string failure = reportedSetupFailure(*this);
+    if (!failure.empty()) {
+      throw CommError(strCat("ring: rank ", rank_, " stops setting up the group: ", failure));
+    }
+    auto now = Clock::now();
+    if (now >= deadline) {
+      throw TimeoutError(strCat(
+          "ring: rank ", rank_, " waited ", timeout.count(), " ms for store key '", key,
+          "' (set-up number ", incarnation_, " of this group on this store) in vain: a rank did "
+          "not start or did not create the group, or the ranks created this group a different "
+          "number of times on this store"));
+    }
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(20));
+  }
+}
+
+void reportSetupFailure(Rendezvous& store, int rank, const std::string& reason) {
+  try {
+    // The first reporter's words stay: later failures are mostly its consequences.
+    if (store.add("ring/setup_failed_count", 1) == 1) {
+      store.set(kFailureKey, strCat("rank ", rank, " failed to set up: ", reason));
+    }
+  } catch (const std::exception&) {
+    // The store itself may be what failed; the others then reach their timeout.
+  }
+}
+
+std::string reportedSetupFailure(Rendezvous& store) {
+  if (!store.check(kFailureKey)) return "";
+  return store.get(kFailureKey, std::chrono::milliseconds(1000));
+}
+
+}  // namespace ring

@@ -1,0 +1,53 @@
+// The store as one incarnation of a group sees it: fresh keys, and a shared failure notice.
+//
+// Why a namespace per incarnation: torch hands a group its store prefixed by the group's name,
+// and names repeat - destroy_process_group() resets the counter behind "0", "1", ... - while
+// the store itself can outlive the group (a TCPStore server lives on while anything still holds
+// it, e.g. a subgroup object of the previous run still referenced from Python, and init then
+// reuses it). The keys of the previous incarnation are then still there, and a rank that reads
+// them gets the old token, old segment names and the addresses of listeners that belong to the
+// previous group (seen as "duplicate" refusals and set-up timeouts). So every rank counts how
+// many times it has set up a group under this prefix (its own counter, so ranks agree without
+// talking: all ranks create the same groups in the same order) and keys live under that count.
+//
+// Why a failure notice: set-up is collective, and a rank whose set-up fails would otherwise
+// leave the others waiting for its keys or connections until the group timeout (10 minutes by
+// default for new_group). A failing rank writes its reason under the incarnation; every wait of
+// the others polls for it and fails at once with that reason.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "transport/rendezvous.h"
+
+namespace ring {
+
+class GroupRendezvous : public Rendezvous {
+ public:
+  // Takes the next incarnation number of (this store, this rank).
+  GroupRendezvous(Rendezvous& base, int rank);
+
+  void set(const std::string& key, const std::string& value) override;
+  // Waits for the key, but fails early if a rank reported a set-up failure.
+  std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  bool check(const std::string& key) override;
+
+  int64_t incarnation() const { return incarnation_; }
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  Rendezvous& base_;
+  int rank_;
+  int64_t incarnation_;
+  std::string prefix_;
+};
+
+// Best effort: tells the other ranks of this incarnation why this rank's set-up failed.
+void reportSetupFailure(Rendezvous& store, int rank, const std::string& reason);
+// The first failure some rank reported, or "" if none.
+std::string reportedSetupFailure(Rendezvous& store);
+
+}  // namespace ring

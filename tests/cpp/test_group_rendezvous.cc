@@ -1,0 +1,79 @@
+// GroupRendezvous: each set-up of a group sees only its own keys, even on a store that still
+// holds the keys of an earlier set-up under the same group prefix, and a set-up failure that
+// one rank reports ends the other ranks' waits at once, with its reason.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "common/errors.h"
+#include "memory_rendezvous.h"
+#include "transport/group_rendezvous.h"
+#include "transport/wait.h"
+
+namespace ring {
+namespace {
+
+using testing_support::MemoryRendezvous;
+using namespace std::chrono_literals;
+
+TEST(GroupRendezvous, EachSetUpSeesOnlyItsOwnKeys) {
+  MemoryRendezvous store;  // outlives both set-ups, as a TCPStore kept alive does
+  GroupRendezvous first0(store, 0), first1(store, 1);
+  EXPECT_EQ(first0.incarnation(), 1);
+  EXPECT_EQ(first1.incarnation(), 1);
+  first0.set("ring/tcp/token", "old");
+  EXPECT_EQ(first1.get("ring/tcp/token", 1s), "old");
+
+  // The same ranks set the group up again on the same store: the old token is not visible...
+  GroupRendezvous second0(store, 0), second1(store, 1);
+  EXPECT_EQ(second0.incarnation(), 2);
+  EXPECT_EQ(second1.incarnation(), 2);
+  EXPECT_FALSE(second1.check("ring/tcp/token"));
+  EXPECT_THROW(second1.get("ring/tcp/token", 50ms), TimeoutError);
+  // ...and the new one is.
+  second0.set("ring/tcp/token", "new");
+  EXPECT_EQ(second1.get("ring/tcp/token", 1s), "new");
+  EXPECT_EQ(first1.get("ring/tcp/token", 1s), "old");
+}
+
+TEST(GroupRendezvous, TimeoutNamesTheKeyAndTheSetUpNumber) {
+  MemoryRendezvous store;
+  GroupRendezvous r(store, 3);
+  try {
+    r.get("ring/host/0", 30ms);
+    FAIL() << "expected a timeout";
+  } catch (const TimeoutError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("rank 3"), std::string::npos) << what;
+    EXPECT_NE(what.find("ring/host/0"), std::string::npos) << what;
+    EXPECT_NE(what.find("set-up number 1"), std::string::npos) << what;
+  }
+}
+
+TEST(GroupRendezvous, AReportedFailureEndsOtherRanksWaitsWithItsReason) {
+  MemoryRendezvous store;
+  GroupRendezvous waiter(store, 0), failing(store, 1);
+  std::thread fail([&] {
+    std::this_thread::sleep_for(100ms);
+    reportSetupFailure(failing, 1, "TORCH_RING_TRANSPORT 'bogus' must be auto, shm or tcp");
+    reportSetupFailure(failing, 1, "a later consequence");  // the first reason stays
+  });
+  auto start = Clock::now();
+  try {
+    waiter.get("ring/host/1", 60s);
+    FAIL() << "expected the failure notice";
+  } catch (const CommError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("rank 1 failed to set up"), std::string::npos) << what;
+    EXPECT_NE(what.find("bogus"), std::string::npos) << what;
+  }
+  fail.join();
+  EXPECT_LT(Clock::now() - start, 5s);
+  EXPECT_NE(reportedSetupFailure(waiter).find("bogus"), std::string::npos);
+  // A later set-up of the group starts clean.
+  GroupRendezvous next(store, 0);
+  EXPECT_EQ(reportedSetupFailure(next), "");
+}
+
+}  // namespace
+}  // namespace ring

@@ -1,0 +1,123 @@
+"""A point-to-point link between two network namespaces with delay and loss, for kernels
+without netem (sch_netem): the test's "netem in user space".
+
+Each namespace gets a TUN device; one relay process holds both devices and copies every IP
+packet from one to the other after `delay_ms`, dropping a `loss` fraction of them at random.
+The ranks see an ordinary routed link (10.98.x.1 <-> 10.98.x.2) whose round trip is twice the
+delay and which loses packets, so TCP really retransmits and waits, as it would under netem.
+
+    link = EmulatedLink(ns_a, ns_b, delay_ms=5, loss=0.01)
+    ... ranks use link.ip[0] / link.ip[1] and interfaces link.dev[0] / link.dev[1] ...
+    link.close()
+
+Run as `python link_emulator.py relay NS_A DEV_A NS_B DEV_B DELAY_MS LOSS SEED` (the class
+does that): it prints READY once both devices are attached.
+"""
+import ctypes
+import fcntl
+import heapq
+import os
+import random
+import select
+import struct
+import subprocess
+import sys
+import time
+import uuid
+
+TUNSETIFF = 0x400454CA
+IFF_TUN = 0x0001
+IFF_NO_PI = 0x1000
+CLONE_NEWNET = 0x40000000
+# Large packets keep the relay's per-packet cost (a Python loop) off the critical path: TCP then
+# sends up to ~64 KB per segment over the link.
+MTU = 65000
+
+
+def _run(*cmd):
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+
+
+class EmulatedLink:
+    def __init__(self, ns_a, ns_b, delay_ms, loss, seed=1):
+        tag = uuid.uuid4().hex[:6]
+        self.ns = [ns_a, ns_b]
+        self.dev = [f"tra{tag}", f"trb{tag}"]
+        subnet = 10 + int(tag, 16) % 200
+        self.ip = [f"10.98.{subnet}.1", f"10.98.{subnet}.2"]
+        self.delay_ms, self.loss = delay_ms, loss
+        for ns, dev in zip(self.ns, self.dev):
+            _run("ip", "netns", "exec", ns, "ip", "tuntap", "add", "dev", dev, "mode", "tun")
+        self.relay = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "relay", self.ns[0], self.dev[0],
+             self.ns[1], self.dev[1], str(delay_ms), str(loss), str(seed)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        line = self.relay.stdout.readline()
+        if line.strip() != "READY":
+            self.close()
+            raise RuntimeError(f"the link relay did not start: {line}{self.relay.stdout.read()}")
+        for i in range(2):
+            ns, dev = self.ns[i], self.dev[i]
+            _run("ip", "netns", "exec", ns, "ip", "addr", "add", self.ip[i], "peer",
+                 self.ip[1 - i], "dev", dev)
+            _run("ip", "netns", "exec", ns, "ip", "link", "set", dev, "mtu", str(MTU), "up")
+
+    def describe(self):
+        return (f"user-space link emulator (no netem in this kernel): delay {self.delay_ms} ms "
+                f"each way, loss {self.loss:.0%}")
+
+    def close(self):
+        if self.relay.poll() is None:
+            self.relay.kill()
+        self.relay.wait()
+        for ns, dev in zip(self.ns, self.dev):
+            subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "del", dev],
+                           capture_output=True)
+
+
+def _open_tun_in(ns, dev):
+    libc = ctypes.CDLL(None, use_errno=True)
+    with open(f"/var/run/netns/{ns}") as f:
+        if libc.setns(f.fileno(), CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into {ns}")
+    fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK)
+    fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH", dev.encode(), IFF_TUN | IFF_NO_PI))
+    return fd
+
+
+def relay(ns_a, dev_a, ns_b, dev_b, delay_ms, loss, seed):
+    # The devices are created (persistent) by the parent; attaching by name needs this process
+    # to be in each device's namespace in turn. The descriptors stay valid afterwards.
+    fds = [_open_tun_in(ns_a, dev_a), _open_tun_in(ns_b, dev_b)]
+    rng = random.Random(seed)
+    delay = delay_ms / 1000.0
+    due = []  # (time to deliver, order, destination fd, packet): a heap, so FIFO per delay
+    order = 0
+    print("READY", flush=True)
+    while True:
+        timeout = max(0.0, due[0][0] - time.monotonic()) if due else 1.0
+        readable, _, _ = select.select(fds, [], [], timeout)
+        now = time.monotonic()
+        for fd in readable:
+            while True:
+                try:
+                    packet = os.read(fd, MTU + 100)
+                except BlockingIOError:
+                    break
+                if rng.random() < loss:
+                    continue
+                out = fds[1] if fd == fds[0] else fds[0]
+                heapq.heappush(due, (now + delay, order, out, packet))
+                order += 1
+        now = time.monotonic()
+        while due and due[0][0] <= now:
+            _, _, out, packet = heapq.heappop(due)
+            try:
+                os.write(out, packet)
+            except (BlockingIOError, OSError):
+                pass  # a full device queue drops the packet, as a real link would
+
+
+if __name__ == "__main__" and sys.argv[1] == "relay":
+    relay(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], float(sys.argv[6]),
+          float(sys.argv[7]), int(sys.argv[8]))
