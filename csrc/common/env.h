@@ -26,9 +26,10 @@ struct EnvKnobs {
   // link (to test the TCP path on one host); shm: shared memory only (an error if the ranks
   // span hosts). CommOptions::transport overrides it.
   std::string transport;
-  // TORCH_RING_SOCKET_IFNAME (e.g. eth0): the interface whose IPv4 address the TCP transport
-  // listens on. Default: the local address that reaches MASTER_ADDR, else the address the host
-  // name resolves to, else 127.0.0.1. Never 0.0.0.0; the port is always chosen by the kernel.
+  // TORCH_RING_SOCKET_IFNAME (e.g. eth0): the interface whose address (IPv4, else IPv6) the TCP
+  // transport listens on. Default: the local address that reaches MASTER_ADDR, else an address
+  // the host name resolves to, else 127.0.0.1 (transport/tcp/net_address.h). Never a wildcard;
+  // the port is always chosen by the kernel.
   std::string socketIfname;
   // MASTER_ADDR (set by torchrun, not ours; read only to pick the default interface above).
   std::string masterAddr;

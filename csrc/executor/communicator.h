@@ -30,7 +30,8 @@ struct CommOptions {
   // This rank's host identity; empty: hostIdentity(). Ranks with equal ids share memory
   // (tests set it to make threads of one process look like ranks on several hosts).
   std::string hostId;
-  // IPv4 address the TCP transport listens on; empty: TORCH_RING_SOCKET_IFNAME / MASTER_ADDR.
+  // IPv4 or IPv6 address the TCP transport listens on; empty: TORCH_RING_SOCKET_IFNAME /
+  // MASTER_ADDR.
   std::string listenAddress;
 };
 

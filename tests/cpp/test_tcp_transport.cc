@@ -215,6 +215,32 @@ TEST(TcpCommunicator, EveryCollectiveOverTcpOnly) {
   }
 }
 
+// Whether this machine can listen on the IPv6 loopback (some containers disable IPv6).
+bool ipv6LoopbackWorks() {
+  try {
+    int port = 0;
+    close(listenOn("::1", &port));
+    return true;
+  } catch (const RingError&) {
+    return false;
+  }
+}
+
+TEST(TcpCommunicator, EveryCollectiveOverIpv6) {
+  if (!ipv6LoopbackWorks()) GTEST_SKIP() << "no IPv6 loopback (::1) on this machine";
+  const int n = 3;
+  MemoryRendezvous store;
+  auto out = runRanks(n, [&](int rank) {
+    CommOptions o = commOptions("tcp");
+    o.listenAddress = "::1";
+    Communicator c(store, rank, n, o);
+    EXPECT_NE(c.transport().describeLink((rank + 1) % n).find("tcp [::1]:"), std::string::npos)
+        << c.transport().describeLink((rank + 1) % n);
+    runEveryCollective(c);
+  });
+  for (auto& o : out) EXPECT_TRUE(o.ok()) << o.message();
+}
+
 TEST(TcpCommunicator, EveryCollectiveOverAMixedRing) {
   // Ranks 0,1 on "host A" and 2,3,4 on "host B": shared memory inside each, TCP between.
   const int n = 5;

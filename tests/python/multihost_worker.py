@@ -22,7 +22,7 @@ WIRE_VERSION = 1
 def _listening_inodes():
     """Inodes of the TCP sockets in LISTEN state in this network namespace: port by inode."""
     ports = {}
-    for path in ("/proc/self/net/tcp",):
+    for path in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
         with open(path) as f:
             next(f)
             for line in f:
@@ -150,7 +150,8 @@ def worker():
     ip = os.environ["RING_MH_IP"]
     group_name = getattr(dist.group.WORLD, "group_name", "0")
     with open(os.path.join(shared, f"addr.{rank}.tmp"), "w") as f:
-        f.write("".join(f"{rank} {group_name} {ip}:{p}\n" for p in sorted(ports)))
+        host = f"[{ip}]" if ":" in ip else ip
+        f.write("".join(f"{rank} {group_name} {host}:{p}\n" for p in sorted(ports)))
     os.rename(os.path.join(shared, f"addr.{rank}.tmp"), os.path.join(shared, f"addr.{rank}"))
     gloo = dist.new_group(backend="gloo")
     _collectives(gloo, rank, world, 0)
@@ -204,6 +205,7 @@ def stranger(lines):
     for line in lines:
         rank, group_name, address = line.split()
         host, port = address.rsplit(":", 1)
+        host = host.strip("[]")  # IPv6: [fd00::2]:41234
         # 1. A well-formed hello (right group, rank and slot size: all public) claiming rank 0,
         #    then a confirm whose proof comes from a guessed token.
         group_hash = int.from_bytes(hashlib.sha256(group_name.encode()).digest()[:8], "big")

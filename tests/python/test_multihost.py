@@ -71,6 +71,18 @@ class Hosts:
         return self.emulated.ip, self.emulated.dev, (f"{self.emulated.describe()}; netem: "
                                                      f"{netem_error}")
 
+    def add_ipv6(self):
+        """Adds fd00:99:<n>::1 and ::2 to the veth ends (no duplicate-address detection, so they
+        work at once); skips the test where IPv6 is disabled. Returns the two addresses."""
+        subnet = self.ip[0].split(".")[2]
+        ips = [f"fd00:99:{subnet}::1", f"fd00:99:{subnet}::2"]
+        for ns, dev, ip in zip(self.ns, self.dev, ips):
+            r = subprocess.run(["ip", "netns", "exec", ns, "ip", "-6", "addr", "add", f"{ip}/64",
+                                "dev", dev, "nodad"], capture_output=True, text=True)
+            if r.returncode != 0 and "exists" not in r.stderr:
+                pytest.skip(f"cannot add an IPv6 address here: {r.stderr.strip()}")
+        return ips
+
     def clear(self):
         for ns, dev in zip(self.ns, self.dev):
             _run("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root", check=False)
@@ -107,6 +119,10 @@ def _free_port_in(ns):
     return int(_run("ip", "netns", "exec", ns, sys.executable, "-c", code).stdout)
 
 
+def _host(ip):
+    return f"[{ip}]" if ":" in ip else ip
+
+
 def _launch(hosts, route, shared, port, extra_env):
     ips, devs = route
     procs = []
@@ -123,7 +139,7 @@ def _launch(hosts, route, shared, port, extra_env):
         cmd = ["ip", "netns", "exec", hosts.ns[i], "unshare", "--ipc",
                sys.executable, "-m", "torch.distributed.run",
                "--nnodes=2", "--nproc_per_node=2", "--rdzv-backend=c10d",
-               f"--rdzv-endpoint={ips[0]}:{port}", f"--rdzv-id=ringmh{port}",
+               f"--rdzv-endpoint={_host(ips[0])}:{port}", f"--rdzv-id=ringmh{port}",
                # The store's host cannot be told from its address inside a namespace: say so.
                f"--rdzv-conf=is_host={1 if i == 0 else 0}",
                f"--local-addr={ips[i]}", "--max-restarts=0", WORKER]
@@ -177,10 +193,13 @@ def _assert_job_ok(route, procs, stranger, listeners, text):
     # Each listener refused all three knocks, and said so in the log; the job went on.
     assert stranger.returncode == 0, stranger.stdout + stranger.stderr
     assert f"STRANGER REFUSED {3 * len(listeners)}/{3 * len(listeners)}" in stranger.stdout
-    assert "refused a TCP connection from " + ".".join(listeners[0].split()[2].split(".")[:3]) in text
+    # The stranger runs on host B, so the listeners saw it come from B's address.
+    stranger_ip = route[0][1]
+    stranger_host = f"[{stranger_ip}]" if ":" in stranger_ip else stranger_ip
+    assert f"refused a TCP connection from {stranger_host}:" in text, text[-8000:]
     # Every listener is on the address of its host's link, never 0.0.0.0 or loopback.
     for line in listeners:
-        assert line.split()[2].split(":")[0] in route[0], (listeners, route)
+        assert line.split()[2].rsplit(":", 1)[0].strip("[]") in route[0], (listeners, route)
 
 
 def test_mixed_ring_across_two_hosts(hosts, tmp_path):
@@ -203,3 +222,13 @@ def test_tcp_only_under_delay_and_loss(hosts, tmp_path):
         hosts.clear()
     print(f"link impaired with: {applied}; the job took {took:.1f} s")
     _assert_job_ok((ips, devs), *result)
+
+
+def test_mixed_ring_across_two_hosts_over_ipv6(hosts, tmp_path):
+    ips = hosts.add_ipv6()
+    route = (ips, hosts.dev)
+    result = _run_job(hosts, route, tmp_path, {"TORCH_RING_DEBUG": "INFO"})
+    _assert_job_ok(route, *result)
+    text = result[3]
+    assert "1 peer(s) over shared memory, 2 over TCP (transport auto)" in text, text[-8000:]
+    assert f": tcp [{ips[0]}]:" in text or f": tcp [{ips[1]}]:" in text, text[-8000:]

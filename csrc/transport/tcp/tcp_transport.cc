@@ -90,7 +90,7 @@ TcpTransport::TcpTransport(Rendezvous& store, int rank, int size, const std::vec
   if (!opts.listenAddress.empty()) why = "set by the caller";
   int port = 0;
   listenFd_ = listenOn(ip, &port);
-  listenAddress_ = strCat(ip, ":", port);
+  listenAddress_ = joinHostPort(ip, port);
   RING_LOG(kLogInfo, "rank ", rank_, ": TCP transport listening on ", listenAddress_, " (", why,
            ")");
   ioRegisterFixed();
