@@ -214,8 +214,8 @@ void copyBack(std::vector<at::Tensor>& device, const std::vector<at::Tensor>& ho
 void noteStaging() {
   static std::once_flag once;
   std::call_once(once, [] {
-    RING_LOG(kLogInfo, "CUDA tensors of this call are staged through pinned host memory (the "
-                       "CUDA ring kernels cover all_reduce, reduce_scatter_tensor, "
+    RING_LOG(kLogInfo, "some CUDA collectives of this process are staged through pinned host "
+                       "memory (the CUDA ring kernels cover all_reduce, reduce_scatter_tensor, "
                        "all_gather_into_tensor and broadcast on groups whose links all have a "
                        "peer-memory path)");
   });
