@@ -46,7 +46,7 @@ constexpr std::chrono::milliseconds kSleepSlice{20};
 
 void waitUntil(const std::atomic<uint64_t>& word, uint64_t target,
                std::atomic<uint32_t>& sleepers, int peer, const char* what, int64_t detail,
-               const WaitContext& ctx) {
+               const WaitContext& ctx, const char* causes) {
   // acquire: payload written before the counter was published is visible after this load.
   if (word.load(std::memory_order_acquire) >= target) return;
   if (ctx.spinMicros > 0) {
@@ -80,8 +80,9 @@ void waitUntil(const std::atomic<uint64_t>& word, uint64_t target,
           "ring: ", ctx.describe ? ctx.describe() : std::string("collective"),
           " timed out after ", waited.count(), " ms (timeout ", ctx.timeout.count(),
           " ms) waiting for rank ", peer, " ", what, " ", detail,
-          ". Rank ", peer, " may be stuck, slower, or running a different collective; "
-          "TORCH_RING_DEBUG=INFO and the flight recorder show each rank's last collectives."));
+          ". Rank ", peer, " may be stuck, slower, or running a different collective",
+          causes != nullptr ? causes : "",
+          "; TORCH_RING_DEBUG=INFO and the flight recorder show each rank's last collectives."));
     }
     // seq_cst pairs with the publisher's seq_cst store + sleepers load (Dekker): either the
     // publisher sees us counted and wakes us, or we see its new value before sleeping.

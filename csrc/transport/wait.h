@@ -29,10 +29,11 @@ struct WaitContext {
 
 // Blocks until word >= target (64-bit monotonic counter). `sleepers` counts waiters that may be
 // asleep on the counter's low 32 bits; the publisher wakes them only when it is non-zero.
-// `what` describes the event ("rank 0 to send message 3"). Throws TimeoutError or CommError.
+// `what` describes the event ("rank 0 to send message 3"); `causes` lists what a timeout may
+// mean beyond the peer itself (the TCP links add the network). Throws TimeoutError or CommError.
 void waitUntil(const std::atomic<uint64_t>& word, uint64_t target,
                std::atomic<uint32_t>& sleepers, int peer, const char* what, int64_t detail,
-               const WaitContext& ctx);
+               const WaitContext& ctx, const char* causes = nullptr);
 
 // Publishes a new counter value and wakes sleepers (if any).
 void publishCounter(std::atomic<uint64_t>& word, uint64_t value,

@@ -239,7 +239,39 @@ def stranger(lines):
     return 0 if refused == total else 1
 
 
+def partitioned(shared, timeout_s):
+    """Runs all_reduces until the link between the hosts is cut (by the test), then reports the
+    error each rank got and how long after the cut: it must be a timeout naming the peer,
+    about one group timeout after the cut, never a hang."""
+    import datetime
+    import json
+    import torch
+    import torch.distributed as dist
+    import torch_ring_backend  # noqa: F401
+
+    dist.init_process_group("ring", timeout=datetime.timedelta(seconds=timeout_s))
+    rank = dist.get_rank()
+    x = torch.ones(1 << 16)
+    dist.all_reduce(x)
+    open(os.path.join(shared, f"running.{rank}"), "w").close()
+    cut = os.path.join(shared, "cut")
+    error, message = None, ""
+    try:
+        while True:
+            dist.all_reduce(x)
+            x.fill_(1.0)
+            time.sleep(0.01)
+    except Exception as e:  # noqa: BLE001 - the type is what we report
+        error, message = type(e).__name__, str(e)
+    since_cut = time.time() - os.path.getmtime(cut) if os.path.exists(cut) else None
+    print("RESULT " + json.dumps({"rank": rank, "error": error, "message": message,
+                                  "since_cut": since_cut}), flush=True)
+    os._exit(0)  # no orderly shutdown: the peer is unreachable
+
+
 if __name__ == "__main__":
     if len(sys.argv) >= 2 and sys.argv[1] == "stranger":
         sys.exit(stranger([line for line in sys.stdin.read().splitlines() if line.strip()]))
+    if len(sys.argv) >= 2 and sys.argv[1] == "partitioned":
+        partitioned(os.environ["RING_MH_DIR"], float(sys.argv[2]))
     worker()

@@ -10,6 +10,7 @@ netem); skipped with the reason where namespaces cannot be created.
 Addresses 10.99.<n>.1/.2 (veth) and 10.98.<n>.1/.2 (emulated link) stay inside the namespaces
 the test creates and removes.
 """
+import json
 import os
 import socket
 import subprocess
@@ -232,3 +233,61 @@ def test_mixed_ring_across_two_hosts_over_ipv6(hosts, tmp_path):
     text = result[3]
     assert "1 peer(s) over shared memory, 2 over TCP (transport auto)" in text, text[-8000:]
     assert f": tcp [{ips[0]}]:" in text or f": tcp [{ips[1]}]:" in text, text[-8000:]
+
+
+def test_a_cut_link_fails_every_rank_at_its_timeout_naming_the_peer(hosts, tmp_path):
+    # One rank per host, started directly (torchrun's agents would themselves wait on the cut
+    # rendezvous store). The link is cut silently (packets dropped, no reset), as when a
+    # switch or cable fails: nothing but the group timeout can notice it.
+    timeout_s = 5
+    shared = str(tmp_path)
+    port = _free_port_in(hosts.ns[0])
+    procs = []
+    for i in range(2):
+        env = dict(os.environ, RANK=str(i), WORLD_SIZE="2", MASTER_ADDR=hosts.ip[0],
+                   MASTER_PORT=str(port), RING_MH_DIR=shared, TORCH_RING_TRANSPORT="tcp",
+                   PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                   OMP_NUM_THREADS="1")
+        procs.append(subprocess.Popen(
+            ["ip", "netns", "exec", hosts.ns[i], "unshare", "--ipc", sys.executable, WORKER,
+             "partitioned", str(timeout_s)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    rules = []
+    try:
+        deadline = time.time() + 60
+        while not all(os.path.exists(os.path.join(shared, f"running.{r}")) for r in range(2)):
+            assert time.time() < deadline and all(p.poll() is None for p in procs), \
+                "".join(p.communicate()[0] for p in procs)
+            time.sleep(0.1)
+        time.sleep(0.3)
+        open(os.path.join(shared, "cut"), "w").close()
+        for ns, peer in zip(hosts.ns, reversed(hosts.ip)):
+            for chain, flag in (("INPUT", "-s"), ("OUTPUT", "-d")):
+                rule = [chain, flag, peer, "-j", "DROP"]
+                _run("ip", "netns", "exec", ns, "iptables", "-I", *rule)
+                rules.append((ns, rule))
+        outputs = []
+        for p in procs:
+            try:
+                outputs.append(p.communicate(timeout=timeout_s + 60)[0])
+            except subprocess.TimeoutExpired:
+                p.kill()
+                outputs.append(p.communicate()[0] + "\n[hung: killed]")
+    finally:
+        for ns, rule in rules:
+            _run("ip", "netns", "exec", ns, "iptables", "-D", *rule, check=False)
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    text = "\n".join(outputs)
+    results = {}
+    for line in text.splitlines():
+        if line.startswith("RESULT "):
+            r = json.loads(line[len("RESULT "):])
+            results[r["rank"]] = r
+    assert sorted(results) == [0, 1], text[-6000:]
+    for rank, r in results.items():
+        assert r["error"] == "DistBackendError", r
+        assert "timed out" in r["message"] and f"rank {1 - rank}" in r["message"], r
+        assert "network between the two hosts is down" in r["message"], r
+        assert timeout_s - 1 <= r["since_cut"] <= timeout_s + 10, r

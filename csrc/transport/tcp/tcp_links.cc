@@ -8,7 +8,13 @@
 #include "transport/tcp/tcp_transport.h"
 
 namespace ring {
+
 namespace {
+
+// A silent network failure (a cut cable, a dead switch: no reset reaches us) looks exactly like
+// a stuck peer from here; only the group timeout ends the wait, so the message names both.
+const char* const kNetworkCause =
+    ", or the network between the two hosts is down (packets dropped without a reset)";
 
 thread_local const TcpWaitRecord* tcpWait = nullptr;
 
@@ -59,7 +65,7 @@ OutSlot TcpSendLink::acquire(const WaitContext& ctx) {
   TcpWaitRecord record{&written, need, &endState};
   ScopedWait scope(&record);
   waitUntil(written, need, writtenSleepers, peer_, "to take (over TCP) message",
-            static_cast<int64_t>(next_ >= slots ? next_ - slots : 0), ctx);
+            static_cast<int64_t>(next_ >= slots ? next_ - slots : 0), ctx, kNetworkCause);
   return slotAt(next_);
 }
 
@@ -102,7 +108,7 @@ InSlot TcpRecvLink::receive(const WaitContext& ctx) {
   TcpWaitRecord record{&arrived, received_ + 1, &endState};
   ScopedWait scope(&record);
   waitUntil(arrived, received_ + 1, arrivedSleepers, peer_, "to send (over TCP) message",
-            static_cast<int64_t>(received_), ctx);
+            static_cast<int64_t>(received_), ctx, kNetworkCause);
   return slotAt(received_);
 }
 
