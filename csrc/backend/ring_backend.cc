@@ -26,7 +26,7 @@ RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
   groupName_ = std::move(groupName);
   try {
     store_ = std::make_unique<StoreRendezvous>(store);
-    rendezvous_ = std::make_unique<GroupRendezvous>(*store_, rank);
+    rendezvous_ = std::make_unique<GroupRendezvous>(*store_, rank, size);
     try {
       RING_LOG(kLogInfo, "group '", opts.groupName, "' rank ", rank, ": set-up number ",
                rendezvous_->incarnation(), " of this group on its store");

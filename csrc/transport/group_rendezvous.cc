@@ -13,9 +13,10 @@ const char* kFailureKey = "ring/setup_failed";
 
 }  // namespace
 
-GroupRendezvous::GroupRendezvous(Rendezvous& base, int rank) : base_(base), rank_(rank) {
-  incarnation_ = base_.add(strCat("ring/incarnation/", rank), 1);
-  prefix_ = strCat("ring/", incarnation_, "/");
+GroupRendezvous::GroupRendezvous(Rendezvous& base, int rank, int size)
+    : base_(base), rank_(rank) {
+  incarnation_ = base_.add(strCat("ring/incarnation/", size, "/", rank), 1);
+  prefix_ = strCat("ring/", size, "x", incarnation_, "/");
 }
 
 void GroupRendezvous::set(const std::string& key, const std::string& value) {

@@ -2,13 +2,19 @@
 //
 // Why a namespace per incarnation: torch hands a group its store prefixed by the group's name,
 // and names repeat - destroy_process_group() resets the counter behind "0", "1", ... - while
-// the store itself can outlive the group (a TCPStore server lives on while anything still holds
-// it, e.g. a subgroup object of the previous run still referenced from Python, and init then
-// reuses it). The keys of the previous incarnation are then still there, and a rank that reads
-// them gets the old token, old segment names and the addresses of listeners that belong to the
-// previous group (seen as "duplicate" refusals and set-up timeouts). So every rank counts how
-// many times it has set up a group under this prefix (its own counter, so ranks agree without
-// talking: all ranks create the same groups in the same order) and keys live under that count.
+// the store itself can outlive the group (under torchrun every rank uses the agent's store for
+// the whole run; otherwise a TCPStore server lives on while anything still holds it, e.g. a
+// subgroup object of the previous run still referenced from Python, and init reuses it). The
+// keys of the previous incarnation are then still there, and a rank that reads them gets the
+// old token, old segment names and the addresses of listeners that belong to the previous group
+// (seen as "duplicate" refusals and set-up timeouts).
+//
+// So each set-up takes a number from a counter per (group size, group rank) slot under the
+// group's prefix, and its keys live under "size x number". The ranks agree without talking:
+// every incarnation of a group name with n ranks increments each of its n slots once, whichever
+// process holds the slot (a later group "1" may have other members than an earlier one), so all
+// slots of one incarnation read the same number; a name reused with another size counts apart,
+// and its keys differ by the size.
 //
 // Why a failure notice: set-up is collective, and a rank whose set-up fails would otherwise
 // leave the others waiting for its keys or connections until the group timeout (10 minutes by
@@ -26,8 +32,8 @@ namespace ring {
 
 class GroupRendezvous : public Rendezvous {
  public:
-  // Takes the next incarnation number of (this store, this rank).
-  GroupRendezvous(Rendezvous& base, int rank);
+  // Takes the next incarnation number of slot `rank` of a group of `size` on this store.
+  GroupRendezvous(Rendezvous& base, int rank, int size);
 
   void set(const std::string& key, const std::string& value) override;
   // Waits for the key, but fails early if a rank reported a set-up failure.

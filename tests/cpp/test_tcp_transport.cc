@@ -623,7 +623,7 @@ namespace {
 TEST(TcpTransport, APeerThatFailsItsSetUpEndsTheOthersWaitsAtOnce) {
   for (int waitingRank : {0, 1}) {
     MemoryRendezvous store;
-    GroupRendezvous waiterView(store, waitingRank), failingView(store, 1 - waitingRank);
+    GroupRendezvous waiterView(store, waitingRank, 2), failingView(store, 1 - waitingRank, 2);
     TcpOptions opts = loopbackOptions();
     opts.timeout = 60s;
     std::thread failing([&] {

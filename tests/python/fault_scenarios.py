@@ -211,6 +211,27 @@ def scenario_setup_failure():
     os._exit(0)
 
 
+def scenario_regroup():
+    # One store for the whole run, as under torchrun (every rank uses the agent's store): the
+    # subgroup is named "1" in every cycle, with other members and another size each time.
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world,
+                          rank == 0, datetime.timedelta(seconds=30))
+    sums = []
+    for members in ([0, 1], [1, 2], [0, 1, 2], [0, 1]):
+        dist.init_process_group("ring", store=store, rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=TIMEOUT_S))
+        sub = dist.new_group(members)
+        x = torch.full((1000,), float(rank + 1))
+        if rank in members:
+            dist.all_reduce(x, group=sub)
+            sums.append(x[0].item())
+        dist.barrier()
+        dist.destroy_process_group()
+    report(rank=rank, sums=sums)
+    os._exit(0)
+
+
 def scenario_use_after_destroy():
     rank, world = init()
     dist.destroy_process_group()

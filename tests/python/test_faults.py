@@ -127,6 +127,17 @@ def test_sigstopped_rank_times_out_others_then_errors_after_sigcont():
     assert results[1]["error"] == "DistBackendError", results[1]
 
 
+@pytest.mark.parametrize("transport", ["auto", "tcp"])
+def test_a_group_name_reused_with_other_members_on_one_store(transport):
+    run = run_scenario("regroup", 3, timeout_s=20.0, extra_env={"TORCH_RING_TRANSPORT": transport})
+    results = run.by_rank()
+    assert sorted(results) == [0, 1, 2], run.outputs
+    # Members per cycle: [0, 1], [1, 2], [0, 1, 2], [0, 1]; rank r contributes r + 1.
+    assert results[0]["sums"] == [3.0, 6.0, 3.0], results
+    assert results[1]["sums"] == [3.0, 5.0, 6.0, 3.0], results
+    assert results[2]["sums"] == [5.0, 6.0], results
+
+
 def test_a_rank_whose_set_up_fails_ends_the_others_set_up_at_once():
     run = run_scenario("setup_failure", 2, timeout_s=120.0)
     results = run.by_rank()
