@@ -946,7 +946,7 @@ P2PEngine& RingBackend::p2p() {
     std::lock_guard<std::mutex> commLock(commMutex_);
     TORCH_CHECK(comm_ != nullptr, "ring: point-to-point on rank ", rank_,
                 " was called after the process group was shut down (destroy_process_group)");
-    p2p_ = std::make_unique<P2PEngine>(comm_->transport(), groupName_);
+    p2p_ = std::make_unique<P2PEngine>(comm_->transport(), groupName_, comm_->spinMicros());
   }
   return *p2p_;
 }

@@ -49,6 +49,8 @@ class Communicator {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::string& groupName() const { return groupName_; }
+  // Busy-polling budget of a wait (chooseSpin): the point-to-point engine uses it too.
+  int spinMicros() const { return spinMicros_; }
   Transport& transport() { return *transport_; }
 
   // In place. PREMUL_SUM multiplies every contribution by `factor` first; AVG divides the sum

@@ -38,7 +38,9 @@ struct P2POp {
 
 class P2PEngine {
  public:
-  P2PEngine(Transport& transport, std::string groupName);
+  // spinMicros: how long the engine busy-polls after its last progress before it sleeps (the
+  // collectives' budget, Communicator::spinMicros).
+  P2PEngine(Transport& transport, std::string groupName, int spinMicros = 0);
   ~P2PEngine();
   void post(P2POp op);
   // Fails every pending operation with `reason` (abort / shutdown).
@@ -57,9 +59,14 @@ class P2PEngine {
   bool progress(Pending& p);           // true if anything moved
   bool blockedByEarlier(const Pending& p, const std::list<Pending>& before) const;
   void finish(Pending& p, std::exception_ptr error);
+  // Nothing could move: spin, then sleep until a message may have arrived or an op was posted.
+  void idle(Clock::duration idleFor);
+  // Fails every pending operation if the group is broken, aborted or a peer died.
+  bool failPendingIfUnhealthy();
 
   Transport& transport_;
   std::string groupName_;
+  std::chrono::microseconds spin_;
   std::vector<uint64_t> sendSeq_, recvSeq_;  // per peer, operations begun
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -232,6 +232,31 @@ def scenario_regroup():
     os._exit(0)
 
 
+def scenario_p2p_timeout():
+    # Rank 0 receives from rank 1, which never sends: a timeout naming both, at the timeout.
+    rank, world = init()
+    if rank == 0:
+        err, msg, took = run_and_capture(lambda: dist.recv(torch.ones(10), 1))
+        report(rank=rank, error=err, message=msg, elapsed=took)
+    else:
+        time.sleep(TIMEOUT_S + 2)
+        report(rank=rank, error=None, message="", elapsed=0.0)
+    os._exit(0)
+
+
+def scenario_p2p_peer_killed():
+    # Rank 0 waits in a receive (and an irecv of a larger message) while rank 1 dies.
+    rank, world = init()
+    dist.barrier()
+    if rank == 1:
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGKILL)
+    small = dist.irecv(torch.ones(10), 1)
+    err, msg, took = run_and_capture(lambda: small.wait())
+    report(rank=rank, error=err, message=msg, elapsed=took)
+    os._exit(0)
+
+
 def scenario_use_after_destroy():
     rank, world = init()
     dist.destroy_process_group()

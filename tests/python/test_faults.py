@@ -73,6 +73,25 @@ def test_mismatched_collectives_fail_on_every_rank(scenario, fragments):
     assert detailed >= 1, messages
 
 
+def test_a_receive_whose_send_never_comes_times_out_naming_the_peer():
+    run = run_scenario("p2p_timeout", 2, timeout_s=TIMEOUT_S)
+    r0 = run.by_rank()[0]
+    assert r0["error"] is not None, r0
+    for needle in ("recv from rank 1", "rank 0", "timed out", "never posted the matching send"):
+        assert needle in r0["message"], r0
+    assert TIMEOUT_S - 0.5 <= r0["elapsed"] <= TIMEOUT_S + 3, r0
+
+
+def test_a_pending_receive_fails_fast_when_the_sender_dies():
+    run = run_scenario("p2p_peer_killed", 2, timeout_s=30.0)
+    results = run.by_rank()
+    assert sorted(results) == [0], run.outputs
+    r0 = results[0]
+    assert r0["error"] is not None and "rank 1" in r0["message"], r0
+    assert "exited" in r0["message"] or "gone" in r0["message"] or "closed" in r0["message"], r0
+    assert r0["elapsed"] < 5.0, r0
+
+
 def test_abort_fails_pending_work_and_tells_peers():
     run = run_scenario("abort", 2, timeout_s=30.0)
     results = run.by_rank()
