@@ -171,14 +171,21 @@ void P2PEngine::idle(Clock::duration idleFor) {
     std::this_thread::yield();
     return;
   }
-  const auto slice = idleFor < std::chrono::milliseconds(50) ? std::chrono::microseconds(200)
-                                                             : std::chrono::microseconds(1000);
+  auto slice = idleFor < std::chrono::milliseconds(50) ? std::chrono::microseconds(200)
+                                                       : std::chrono::microseconds(1000);
   const Pending* waitOn = nullptr;
+  bool sendPending = false;
   for (const Pending& p : pending_) {
-    if (!p.op.isSend && p.boundPeer >= 0 && !blockedByEarlier(p, pending_)) {
+    sendPending |= p.op.isSend;
+    if (waitOn == nullptr && !p.op.isSend && p.boundPeer >= 0 && !blockedByEarlier(p, pending_)) {
       waitOn = &p;
-      break;
     }
+  }
+  if (sendPending) {
+    // A send waits for its receiver to free slots, which no futex of ours announces: short
+    // sleeps, so that a large send is not held back a whole slice per slot.
+    waitOn = nullptr;
+    slice = std::chrono::microseconds(50);
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
