@@ -210,7 +210,18 @@ void P2PEngine::idle(Clock::duration idleFor) {
   } catch (const TimeoutError&) {
     // Nothing in this slice: the engine looks at new posts and deadlines, then waits again.
   } catch (const CommError&) {
-    failPendingIfUnhealthy();
+    // The whole group failed (abort, broken, a dead rank): every operation fails. Otherwise the
+    // error is this link's own (its peer shut down in order and will never send): that receive
+    // fails with it, rather than spinning here until its timeout.
+    auto error = std::current_exception();
+    if (failPendingIfUnhealthy()) return;
+    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+      if (&*it == waitOn) {
+        finish(*it, error);
+        pending_.erase(it);
+        break;
+      }
+    }
   }
 }
 

@@ -257,6 +257,42 @@ def scenario_p2p_peer_killed():
     os._exit(0)
 
 
+def scenario_p2p_peer_destroyed():
+    # Rank 1 waits in a receive while rank 0 shuts its process group down in order and lives on.
+    rank, world = init()
+    dist.barrier()
+    if rank == 0:
+        time.sleep(0.5)
+        dist.destroy_process_group()
+        time.sleep(8)
+        report(rank=rank, error=None, message="", elapsed=0.0)
+    else:
+        err, msg, took = run_and_capture(lambda: dist.recv(torch.ones(10), 0))
+        report(rank=rank, error=err, message=msg, elapsed=took)
+    os._exit(0)
+
+
+def scenario_leave_early():
+    # Rank 2 is done first (as a last pipeline stage may be): it shuts its group down in order
+    # and exits, while rank 0 still sends to rank 1. That must not fail ranks 0 and 1.
+    rank, world = init()
+    dist.barrier()
+    if rank == 2:
+        dist.destroy_process_group()
+        report(rank=rank, error=None, message="", elapsed=0.0)
+        os._exit(0)
+    x = torch.zeros(1000)
+    def exchange():
+        if rank == 0:
+            time.sleep(1.0)  # rank 2's process is gone by now
+            dist.send(torch.ones(1000), 1)
+        else:
+            dist.recv(x, 0)
+    err, msg, took = run_and_capture(exchange)
+    report(rank=rank, error=err, message=msg, elapsed=took, got=float(x[0]))
+    os._exit(0)
+
+
 def scenario_use_after_destroy():
     rank, world = init()
     dist.destroy_process_group()

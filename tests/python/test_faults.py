@@ -92,6 +92,25 @@ def test_a_pending_receive_fails_fast_when_the_sender_dies():
     assert r0["elapsed"] < 5.0, r0
 
 
+@pytest.mark.parametrize("transport", ["auto", "tcp"])
+def test_a_rank_that_leaves_in_order_does_not_fail_the_others(transport):
+    run = run_scenario("leave_early", 3, timeout_s=20.0, extra_env={"TORCH_RING_TRANSPORT": transport})
+    results = run.by_rank()
+    assert sorted(results) == [0, 1, 2], run.outputs
+    for rank in (0, 1):
+        assert results[rank]["error"] is None, results[rank]
+    assert results[1]["got"] == 1.0, results[1]
+
+
+@pytest.mark.parametrize("transport", ["auto", "tcp"])
+def test_a_receive_from_a_rank_that_shut_down_in_order_fails_at_once(transport):
+    run = run_scenario("p2p_peer_destroyed", 2, timeout_s=30.0,
+                       extra_env={"TORCH_RING_TRANSPORT": transport})
+    r1 = run.by_rank()[1]
+    assert_dist_error(r1, "rank 0", "already shut down its process group")
+    assert r1["elapsed"] < 5.0, r1
+
+
 def test_abort_fails_pending_work_and_tells_peers():
     run = run_scenario("abort", 2, timeout_s=30.0)
     results = run.by_rank()

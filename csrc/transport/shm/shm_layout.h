@@ -11,7 +11,7 @@
 namespace ring {
 
 constexpr uint64_t kSegmentMagic = 0x746f7263685f7267ull;  // "torch_rg"
-constexpr uint32_t kLayoutVersion = 1;
+constexpr uint32_t kLayoutVersion = 2;
 constexpr size_t kReasonBytes = 1024;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "counters are shared across processes");
@@ -34,7 +34,10 @@ struct SegmentHeader {
   int32_t ownerPid;
   int64_t slotBytes;
   int32_t slots;
-  int32_t reserved;
+  // 1 once the owner has shut the group down in order (its transport's destructor, not an
+  // abort): its process may exit without that being a failure, and a wait for data it never
+  // sent fails with that reason. Release-stored after the owner's last publish.
+  std::atomic<int32_t> closedInOrder;
   // The owner's start time (field 22 of /proc/<pid>/stat): with the pid it identifies the
   // process even after its pid is reused.
   uint64_t ownerStartTime;

@@ -133,6 +133,8 @@ ShmTransport::ShmTransport(Rendezvous& store, int rank, int nranks, const ShmGeo
 ShmTransport::ShmTransport(Rendezvous& store, int rank, int nranks, std::vector<int> localRanks,
                            const ShmGeometry& geometry, std::chrono::milliseconds timeout)
     : rank_(rank), nranks_(nranks), local_(std::move(localRanks)), geometry_(geometry) {
+  static std::atomic<uint64_t> instances{0};
+  instance_ = ++instances;
   std::sort(local_.begin(), local_.end());
   const int nlocal = static_cast<int>(local_.size());
   RING_ASSERT(geometry.nranks == nlocal, geometry.nranks, " vs ", nlocal);
@@ -162,6 +164,7 @@ ShmTransport::ShmTransport(Rendezvous& store, int rank, int nranks, std::vector<
   }
   own->slotBytes = geometry_.slotBytes;
   own->slots = geometry_.slots;
+  own->closedInOrder.store(0, std::memory_order_relaxed);
   own->control.brokenState.store(0, std::memory_order_relaxed);
   own->control.brokenBy = -1;
 
@@ -207,7 +210,14 @@ ShmTransport::ShmTransport(Rendezvous& store, int rank, int nranks, std::vector<
   }
 }
 
-ShmTransport::~ShmTransport() = default;
+ShmTransport::~ShmTransport() {
+  // An orderly end (destroy_process_group): the peers may see this process exit without
+  // taking it for a crash. Not after an abort: the peers must fail then (they learn why from
+  // the group's broken record).
+  if (!aborted_.load(std::memory_order_acquire)) {
+    header(localIndex_[rank_])->closedInOrder.store(1, std::memory_order_release);
+  }
+}
 
 SendLink& ShmTransport::sendLink(Channel ch, int peer) {
   RING_ASSERT(peer >= 0 && peer < nranks_ && peer != rank_ && localIndex_[peer] >= 0, "peer ",
@@ -253,6 +263,8 @@ void ShmTransport::checkPeersAlive() {
   for (int i = 0; i < static_cast<int>(local_.size()); ++i) {
     const int r = local_[i];
     if (r == rank_) continue;
+    // Gone after an orderly shutdown: not a failure (waits on its links say so themselves).
+    if (header(i)->closedInOrder.load(std::memory_order_acquire) == 1) continue;
     pid_t pid = header(i)->ownerPid;
     if (!processAlive(pid, header(i)->ownerStartTime)) {
       std::string reason = strCat("rank ", r, " (pid ", pid, ") has exited: its process is gone");
@@ -262,7 +274,26 @@ void ShmTransport::checkPeersAlive() {
   }
 }
 
-void ShmTransport::checkHealth(int /*peer*/) {
+// A wait reads its counter, then calls checkHealth: the peer may have published and closed in
+// between. So the first time a thread sees `peer` closed it only remembers it: its acquire
+// load of the flag makes everything the peer published visible, and the caller re-reads its
+// counter before it asks again. The second time, the data can never come.
+void ShmTransport::checkPeerStillOpen(int peer) {
+  if (peer < 0 || peer >= nranks_ || localIndex_[peer] < 0 || peer == rank_) return;
+  if (header(localIndex_[peer])->closedInOrder.load(std::memory_order_acquire) != 1) return;
+  thread_local std::vector<std::pair<uint64_t, int>> seenClosed;  // (transport instance, peer)
+  const std::pair<uint64_t, int> key{instance_, peer};
+  if (std::find(seenClosed.begin(), seenClosed.end(), key) == seenClosed.end()) {
+    if (seenClosed.size() >= 64) seenClosed.clear();  // forgetting only costs one more look
+    seenClosed.push_back(key);
+    return;
+  }
+  throw CommError(strCat("ring: rank ", rank_, " waits for rank ", peer,
+                         ", which has already shut down its process group (in order): the ranks "
+                         "disagree about what to run"));
+}
+
+void ShmTransport::checkHealth(int peer) {
   if (aborted_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(abortMutex_);
     throw CommError(strCat("ring: rank ", rank_, ": the group was aborted: ", abortReason_));
@@ -272,6 +303,7 @@ void ShmTransport::checkHealth(int /*peer*/) {
     throw CommError(strCat("ring: rank ", rank_, ": the group is broken; rank ", c.brokenBy,
                            " reported: ", std::string(c.reason)));
   }
+  checkPeerStillOpen(peer);
   checkPeersAlive();
 }
 

@@ -88,6 +88,8 @@ class ShmTransport : public Transport {
   // The group-wide failure record lives in the first local rank's segment.
   GroupControl& control() const { return header(0)->control; }
   void checkPeersAlive();
+  // Throws if `peer` shut the group down in order and the caller's wait cannot be satisfied.
+  void checkPeerStillOpen(int peer);
 
   int rank_;
   int nranks_;
@@ -101,6 +103,7 @@ class ShmTransport : public Transport {
   std::mutex abortMutex_;
   std::string abortReason_;  // guarded by abortMutex_
   std::atomic<int64_t> lastLivenessCheckNs_{0};
+  uint64_t instance_;  // unique per transport in this process (see checkHealth)
 };
 
 }  // namespace ring
