@@ -230,6 +230,17 @@ c10::intrusive_ptr<c10d::Work> completedWork(int rank, c10d::OpType type,
   return work;
 }
 
+// The end of every staged call: waits for the host collective, copies the host outputs back
+// into the device ones, and returns a completed Work that carries the device outputs.
+c10::intrusive_ptr<c10d::Work> finishStaged(int rank, c10d::OpType type,
+                                            const c10::intrusive_ptr<c10d::Work>& hostWork,
+                                            std::vector<at::Tensor> device,
+                                            const std::vector<at::Tensor>& host) {
+  hostWork->wait();
+  copyBack(device, host);
+  return completedWork(rank, type, std::move(device), hostWork);
+}
+
 // "1000 x float32": this project's dtype names, as in every other message.
 std::string countDetail(int64_t count, at::ScalarType t) {
   CheckScope scope{"flight recorder", -1, 0};
@@ -259,9 +270,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allreduce(std::vector<at::Tensor>& t
     noteStaging();
     auto host = toHost(tensors);
     auto w = allreduce(host, opts);
-    w->wait();
-    copyBack(tensors, host);
-    return completedWork(rank_, c10d::OpType::ALLREDUCE, tensors, w);
+    return finishStaged(rank_, c10d::OpType::ALLREDUCE, w, tensors, host);
   }
   at::Tensor t = tensors[0];
   DType d = toRingDType(s, t.scalar_type());
@@ -287,9 +296,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allreduce_coalesced(
     noteStaging();
     auto host = toHost(tensors);
     auto w = allreduce_coalesced(host, opts);
-    w->wait();
-    copyBack(tensors, host);
-    return completedWork(rank_, c10d::OpType::ALLREDUCE_COALESCED, tensors, w);
+    return finishStaged(rank_, c10d::OpType::ALLREDUCE_COALESCED, w, tensors, host);
   }
   // One ring pass over the concatenation: many small tensors cost one latency, not many.
   std::vector<at::Tensor> flat;
@@ -326,9 +333,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::broadcast(std::vector<at::Tensor>& t
     noteStaging();
     auto host = toHost(tensors);
     auto w = broadcast(host, opts);
-    w->wait();
-    copyBack(tensors, host);
-    return completedWork(rank_, c10d::OpType::BROADCAST, tensors, w);
+    return finishStaged(rank_, c10d::OpType::BROADCAST, w, tensors, host);
   }
   at::Tensor t = tensors[0];
   DType d = toRingDType(s, t.scalar_type());
@@ -352,9 +357,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reduce(std::vector<at::Tensor>& tens
     noteStaging();
     auto host = toHost(tensors);
     auto w = reduce(host, opts);
-    w->wait();
-    copyBack(tensors, host);
-    return completedWork(rank_, c10d::OpType::REDUCE, tensors, w);
+    return finishStaged(rank_, c10d::OpType::REDUCE, w, tensors, host);
   }
   at::Tensor t = tensors[0];
   DType d = toRingDType(s, t.scalar_type());
@@ -386,9 +389,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::_allgather_base(at::Tensor& output, 
     noteStaging();
     at::Tensor hin = stagingCopy(input), hout = stagingCopy(output);
     auto w = _allgather_base(hout, hin, opts);
-    w->wait();
-    output.copy_(hout);
-    return completedWork(rank_, c10d::OpType::_ALLGATHER_BASE, {output}, w);
+    return finishStaged(rank_, c10d::OpType::_ALLGATHER_BASE, w, {output}, {hout});
   }
   // FSDP passes an input that is a view of its own block of the output; any other overlap
   // would be overwritten before it is sent.
@@ -428,9 +429,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allgather(
     auto hin = toHost(inputs);
     auto hout = toHost(outputs);
     auto w = allgather(hout, hin, opts);
-    w->wait();
-    copyBack(outputs[0], hout[0]);
-    return completedWork(rank_, c10d::OpType::ALLGATHER, outputs[0], w);
+    return finishStaged(rank_, c10d::OpType::ALLGATHER, w, outputs[0], hout[0]);
   }
   at::Tensor input = inputs[0];
   std::vector<at::Tensor> outs = outputs[0];
@@ -519,9 +518,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allgather_into_tensor_coalesced(
     auto hin = toHost(inputs);
     auto hout = toHost(outputs);
     auto w = allgather_into_tensor_coalesced(hout, hin, opts);
-    w->wait();
-    copyBack(outputs, hout);
-    return completedWork(rank_, c10d::OpType::COALESCED, outputs, w);
+    return finishStaged(rank_, c10d::OpType::COALESCED, w, outputs, hout);
   }
   std::vector<at::Tensor> ins = inputs, outs = outputs;
   return enqueue(c10d::OpType::COALESCED, s.collective, strCat(inputs.size(), " tensors"), outs,
@@ -555,9 +552,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::_reduce_scatter_base(
     noteStaging();
     at::Tensor hin = stagingCopy(input), hout = stagingCopy(output);
     auto w = _reduce_scatter_base(hout, hin, opts);
-    w->wait();
-    output.copy_(hout);
-    return completedWork(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, {output}, w);
+    return finishStaged(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, w, {output}, {hout});
   }
   DType d = toRingDType(s, input.scalar_type());
   at::Tensor in = input, out = output;
@@ -599,9 +594,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reduce_scatter(
     auto hout = toHost(outputs);
     auto hin = toHost(inputs);
     auto w = reduce_scatter(hout, hin, opts);
-    w->wait();
-    copyBack(outputs, hout);
-    return completedWork(rank_, c10d::OpType::REDUCE_SCATTER, outputs, w);
+    return finishStaged(rank_, c10d::OpType::REDUCE_SCATTER, w, outputs, hout);
   }
   std::vector<at::Tensor> flat;
   for (const auto& t : inputs[0]) flat.push_back(t.reshape({-1}));
@@ -640,9 +633,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reduce_scatter_tensor_coalesced(
     auto hin = toHost(inputs);
     auto hout = toHost(outputs);
     auto w = reduce_scatter_tensor_coalesced(hout, hin, opts);
-    w->wait();
-    copyBack(outputs, hout);
-    return completedWork(rank_, c10d::OpType::COALESCED, outputs, w);
+    return finishStaged(rank_, c10d::OpType::COALESCED, w, outputs, hout);
   }
   std::vector<at::Tensor> ins = inputs, outs = outputs;
   return enqueue(c10d::OpType::COALESCED, s.collective,
@@ -728,9 +719,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::scatter(std::vector<at::Tensor>& out
     auto hout = toHost(outputs);
     auto hin = toHost(inputs);
     auto w = scatter(hout, hin, opts);
-    w->wait();
-    copyBack(outputs, hout);
-    return completedWork(rank_, c10d::OpType::SCATTER, outputs, w);
+    return finishStaged(rank_, c10d::OpType::SCATTER, w, outputs, hout);
   }
   at::Tensor out = outputs[0];
   std::vector<at::Tensor> ins = rank_ == root ? inputs[0] : std::vector<at::Tensor>{};
@@ -797,9 +786,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::alltoall_base(at::Tensor& output, at
     noteStaging();
     at::Tensor hin = stagingCopy(input), hout = stagingCopy(output);
     auto w = alltoall_base(hout, hin, outputSplits, inputSplits, opts);
-    w->wait();
-    output.copy_(hout);
-    return completedWork(rank_, c10d::OpType::ALLTOALL_BASE, {output}, w);
+    return finishStaged(rank_, c10d::OpType::ALLTOALL_BASE, w, {output}, {hout});
   }
   const int64_t inRow = rowBytes(input), outRow = rowBytes(output);
   std::vector<int64_t> sendCounts(size_), sendOffsets(size_), recvCounts(size_), recvOffsets(size_);
@@ -848,9 +835,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::alltoall(std::vector<at::Tensor>& ou
     auto hin = toHost(inputs);
     auto hout = toHost(outputs);
     auto w = alltoall(hout, hin, opts);
-    w->wait();
-    copyBack(outputs, hout);
-    return completedWork(rank_, c10d::OpType::ALLTOALL, outputs, w);
+    return finishStaged(rank_, c10d::OpType::ALLTOALL, w, outputs, hout);
   }
   const int64_t esize = static_cast<int64_t>(inputs[0].element_size());
   std::vector<int64_t> sendCounts(size_), sendOffsets(size_), recvCounts(size_), recvOffsets(size_);
