@@ -37,10 +37,7 @@ std::string GroupRendezvous::get(const std::string& key, std::chrono::millisecon
   auto pause = std::chrono::microseconds(200);
   while (true) {
     if (base_.check(prefix_ + key)) return base_.get(prefix_ + key, timeout);
-    std::string failure = reportedSetupFailure(*this);
-    if (!failure.empty()) {
-      throw CommError(strCat("ring: rank ", rank_, " stops setting up the group: ", failure));
-    }
+    throwIfSetupFailed(*this, strCat("ring: rank ", rank_, " stops setting up the group"));
     auto now = Clock::now();
     if (now >= deadline) {
       throw TimeoutError(strCat(
@@ -68,6 +65,11 @@ void reportSetupFailure(Rendezvous& store, int rank, const std::string& reason) 
 std::string reportedSetupFailure(Rendezvous& store) {
   if (!store.check(kFailureKey)) return "";
   return store.get(kFailureKey, std::chrono::milliseconds(1000));
+}
+
+void throwIfSetupFailed(Rendezvous& store, const std::string& whatStops) {
+  std::string failure = reportedSetupFailure(store);
+  if (!failure.empty()) throw CommError(strCat(whatStops, ": ", failure));
 }
 
 }  // namespace ring

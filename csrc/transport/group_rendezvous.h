@@ -55,5 +55,7 @@ class GroupRendezvous : public Rendezvous {
 void reportSetupFailure(Rendezvous& store, int rank, const std::string& reason);
 // The first failure some rank reported, or "" if none.
 std::string reportedSetupFailure(Rendezvous& store);
+// Throws CommError("<what stops>: <the reported failure>") if some rank reported one.
+void throwIfSetupFailed(Rendezvous& store, const std::string& whatStops);
 
 }  // namespace ring

@@ -148,11 +148,7 @@ void TcpTransport::connectToPeer(Rendezvous& store, int peer, int channel,
   // have been ours if a stranger floods it.
   // A peer whose set-up failed never listens or answers: stop as soon as it says so.
   auto giveUpIfSetupFailed = [&] {
-    std::string failure = reportedSetupFailure(store);
-    if (!failure.empty()) {
-      throw CommError(strCat("ring: rank ", rank_, " stops connecting to rank ", peer, ": ",
-                             failure));
-    }
+    throwIfSetupFailed(store, strCat("ring: rank ", rank_, " stops connecting to rank ", peer));
   };
   for (int attempt = 1;; ++attempt) {
     int fd = connectTo(ip, port, deadline, giveUpIfSetupFailed);
@@ -196,16 +192,13 @@ void TcpTransport::waitForAllConnected(Rendezvous& store, Clock::time_point dead
   // Wakes every 100 ms to look for a set-up failure reported by another rank: a peer that gave
   // up will never connect, and the group timeout can be many minutes.
   while (!allIn() && !broken_.load() && Clock::now() < deadline) {
-    established_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)),
-                            [&] { return allIn() || broken_.load(); });
+    auto wake = std::min(deadline, Clock::now() + std::chrono::milliseconds(100));
+    established_.wait_until(lock, wake, [&] { return allIn() || broken_.load(); });
     if (allIn() || broken_.load()) break;
-    lock.unlock();
-    std::string failure = reportedSetupFailure(store);
+    lock.unlock();  // the store is a network round trip: not under the transport's lock
+    throwIfSetupFailed(store,
+                       strCat("ring: rank ", rank_, " stops waiting for its TCP connections"));
     lock.lock();
-    if (!failure.empty()) {
-      throw CommError(strCat("ring: rank ", rank_, " stops waiting for its TCP connections: ",
-                             failure));
-    }
   }
   if (broken_.load()) {
     throw CommError(strCat("ring: rank ", rank_, ": TCP set-up failed: ", brokenReason_));
