@@ -2,8 +2,7 @@
 // (dtype, op) pair compiles for the target architectures, and serves the CUDA path.
 #include "kernels/reduce_kernels.h"
 
-#include <cuda_runtime.h>
-
+#include "kernels/cuda_api.h"
 #include "kernels/reduce_ops.h"
 
 namespace ring {
@@ -44,8 +43,16 @@ unsigned gridFor(int64_t count) {
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 4096 ? 4096 : blocks));
 }
 
-std::string lastError() {
-  cudaError_t e = cudaGetLastError();
+template <typename T> struct Exactly { using type = T; };
+
+// Launches `kernel` over `count` elements on `stream`; the arguments are converted to the
+// kernel's exact parameter types first (the runtime copies each by its parameter's size).
+template <typename... P>
+std::string launchOver(void (*kernel)(P...), int64_t count, void* stream,
+                       typename Exactly<P>::type... args) {
+  void* argv[] = {&args...};
+  cudaError_t e = cudaLaunchKernel(kernel, dim3(gridFor(count)), dim3(kThreads), argv, 0,
+                                   static_cast<cudaStream_t>(stream));
   return e == cudaSuccess ? std::string() : std::string(cudaGetErrorString(e));
 }
 
@@ -54,11 +61,9 @@ std::string lastError() {
 std::string launchCombine(DType t, RedOp op, void* dst, const void* a, const void* b,
                           int64_t count, void* stream) {
   if (count <= 0) return {};
-  auto s = static_cast<cudaStream_t>(stream);
-#define RING_CASE_OP(OP)                                                               \
-  case RedOp::OP:                                                                      \
-    combineKernel<kType, RedOp::OP><<<gridFor(count), kThreads, 0, s>>>(dst, a, b, count); \
-    return lastError();
+#define RING_CASE_OP(OP) \
+  case RedOp::OP:        \
+    return launchOver(&combineKernel<kType, RedOp::OP>, count, stream, dst, a, b, count);
 #define RING_CASE_TYPE(TYPE)                  \
   case DType::TYPE: {                         \
     constexpr DType kType = DType::TYPE;      \
@@ -77,11 +82,9 @@ std::string launchCombine(DType t, RedOp op, void* dst, const void* a, const voi
 
 std::string launchDivide(DType t, void* data, int64_t divisor, int64_t count, void* stream) {
   if (count <= 0) return {};
-  auto s = static_cast<cudaStream_t>(stream);
-#define RING_CASE_TYPE(TYPE)                                                      \
-  case DType::TYPE:                                                               \
-    divideKernel<DType::TYPE><<<gridFor(count), kThreads, 0, s>>>(data, divisor, count); \
-    return lastError();
+#define RING_CASE_TYPE(TYPE) \
+  case DType::TYPE:          \
+    return launchOver(&divideKernel<DType::TYPE>, count, stream, data, divisor, count);
   switch (t) {
     RING_FOR_EACH_DTYPE(RING_CASE_TYPE)
     default: return "unsupported dtype";
@@ -92,11 +95,9 @@ std::string launchDivide(DType t, void* data, int64_t divisor, int64_t count, vo
 std::string launchScale(DType t, void* out, const void* in, double factor, int64_t count,
                         void* stream) {
   if (count <= 0) return {};
-  auto s = static_cast<cudaStream_t>(stream);
-#define RING_CASE_TYPE(TYPE)                                                          \
-  case DType::TYPE:                                                                   \
-    scaleKernel<DType::TYPE><<<gridFor(count), kThreads, 0, s>>>(out, in, factor, count); \
-    return lastError();
+#define RING_CASE_TYPE(TYPE) \
+  case DType::TYPE:          \
+    return launchOver(&scaleKernel<DType::TYPE>, count, stream, out, in, factor, count);
   switch (t) {
     RING_FOR_EACH_DTYPE(RING_CASE_TYPE)
     default: return "unsupported dtype";

@@ -8,7 +8,8 @@ namespace ring {
 
 #define RING_EXTERN_RING_KERNELS(TYPE)                                                  \
   extern template cudaError_t launchRingKernelFor<DType::TYPE>(RedOp, const RingKernelParams&, \
-                                                               cudaStream_t);
+                                                               cudaStream_t);                  \
+  extern template cudaError_t inspectRingKernelsFor<DType::TYPE>(RingKernelFootprint*);
 RING_FOR_EACH_DTYPE(RING_EXTERN_RING_KERNELS)
 #undef RING_EXTERN_RING_KERNELS
 
@@ -23,6 +24,16 @@ cudaError_t launchRingKernel(DType dtype, RedOp op, const RingKernelParams& p,
     default:
       return cudaErrorInvalidValue;
   }
+}
+
+cudaError_t inspectRingKernels(RingKernelFootprint* f) {
+  cudaError_t e = cudaSuccess;
+#define RING_INSPECT_TYPE(TYPE)                          \
+  e = inspectRingKernelsFor<DType::TYPE>(f);             \
+  if (e != cudaSuccess) return e;
+  RING_FOR_EACH_DTYPE(RING_INSPECT_TYPE)
+#undef RING_INSPECT_TYPE
+  return cudaSuccess;
 }
 
 }  // namespace ring

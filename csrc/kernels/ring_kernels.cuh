@@ -10,7 +10,10 @@
 //    only has to prove the memory protocol.
 //  - Per step, thread 0 does the waiting (for the message, then for a free slot at the next
 //    rank) and checks the received header; the whole block then moves the data, in 16-byte
-//    units when every pointer of the step allows it; thread 0 then publishes.
+//    units between a short head and tail (moveStep); thread 0 then publishes.
+//  - The same source builds for the GPU and, under kernels/host_shim.h, for the host, where the
+//    tests run it with threads as ranks and under ThreadSanitizer: only the primitives of
+//    cuda_api.h / device_flags.cuh differ, never this file's logic.
 //  - Reduction order is the CPU path's: incoming (op) local, each chunk completed once at one
 //    rank and then copied verbatim, so every rank ends with the same bits.
 //
@@ -28,10 +31,10 @@
 // this collective after its kernel ends, so the next collective starts from settled counters.
 #pragma once
 
-#include <cuda_runtime.h>
-
 #include <cstdint>
 #include <cstring>
+
+#include "kernels/cuda_api.h"
 
 #include "kernels/device_flags.cuh"
 #include "kernels/fifo_layout.h"
@@ -201,26 +204,53 @@ __device__ __forceinline__ void movePrim(Prim prim, const void* srcV, void* dstV
   }
 }
 
-// 16-byte units where every pointer the step touches allows it, then single elements for the
-// rest (and for everything when some pointer is misaligned). The choice is the same for every
-// thread of the block.
+// The misalignment modulo 16 that every non-null pointer of a step shares, or -1 if they differ.
+__device__ __forceinline__ int64_t sharedMisalignment(const void* a, const void* b, const void* c,
+                                                      const void* d) {
+  const void* ptrs[4] = {a, b, c, d};
+  int64_t m = -1;
+  for (int i = 0; i < 4; ++i) {
+    if (ptrs[i] == nullptr) continue;
+    const int64_t mi = static_cast<int64_t>(reinterpret_cast<uintptr_t>(ptrs[i]) & 15u);
+    if (m < 0) {
+      m = mi;
+    } else if (mi != m) {
+      return -1;
+    }
+  }
+  return m < 0 ? 0 : m;
+}
+
+// Moves one step's elements: a head of single elements up to the next 16-byte boundary, a body
+// of 16-byte units, a tail of single elements.
+// Why the head: a ring chunk starts wherever the partition puts it (1000 floats over 3 ranks:
+// element 334, byte 1336 = 8 mod 16), and each message sits in its slot at the same offset mod
+// 16 as its data in the user's buffer (messageShift), so with 16-byte aligned buffers every
+// pointer of a step shares one misalignment and only the head and tail go element by element.
+// Pointers that disagree mod 16 (a buffer that is itself misaligned against the others) move
+// every element singly. The choice is the same for every thread of the block.
 template <DType D, RedOp Op>
 __device__ __forceinline__ void moveStep(Prim prim, const char* src, char* dst, const char* in,
                                          char* out, int64_t count, double factor,
                                          int64_t divisor) {
   using T = typename StorageOf<D>::type;
-  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
-  const uintptr_t mis = (reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst) |
-                         reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(out)) &
-                        15u;
-  int64_t done = 0;
-  if (mis == 0) {
-    const int64_t units = count / kVec;
-    movePrim<D, Op, kVec>(prim, src, dst, in, out, units, factor, divisor);
-    done = units * kVec;
+  constexpr int64_t kEsize = static_cast<int64_t>(sizeof(T));
+  constexpr int kVec = static_cast<int>(16 / kEsize);
+  const int64_t mis = sharedMisalignment(src, dst, in, out);
+  int64_t head = count;
+  if (mis >= 0 && ((16 - mis) & 15) % kEsize == 0) {
+    head = ((16 - mis) & 15) / kEsize;
+    if (head > count) head = count;
   }
+  movePrim<D, Op, 1>(prim, src, dst, in, out, head, factor, divisor);
+  if (head == count) return;
+  const int64_t units = (count - head) / kVec;
+  int64_t off = head * kEsize;
+  movePrim<D, Op, kVec>(prim, src ? src + off : src, dst ? dst + off : dst, in ? in + off : in,
+                        out ? out + off : out, units, factor, divisor);
+  const int64_t done = head + units * kVec;
   if (done < count) {
-    const int64_t off = done * static_cast<int64_t>(sizeof(T));
+    off = done * kEsize;
     movePrim<D, Op, 1>(prim, src ? src + off : src, dst ? dst + off : dst, in ? in + off : in,
                        out ? out + off : out, count - done, factor, divisor);
   }
@@ -281,10 +311,9 @@ inline __device__ __noinline__ void recordStop(const RingKernelParams& p, Device
     const int32_t* words = reinterpret_cast<const int32_t*>(&r);
     int32_t* out = reinterpret_cast<int32_t*>(dst);
     for (size_t i = 1; i < sizeof r / sizeof(int32_t); ++i) storeRelaxedSys(out + i, words[i]);
-    // The record's fields reach host memory before its status does: a host that reads a
-    // non-zero status reads a whole record.
-    __threadfence_system();
-    storeRelaxedSys(&dst->status, status);
+    // Release: the record's fields above reach host memory before its status does, so a host
+    // that reads a non-zero status (with acquire) reads a whole record.
+    storeReleaseSys(&dst->status, static_cast<int32_t>(status));
   }
   storeRelaxedSys(&p.peers.control->abort, 1);
   // Push the abort word out now rather than whenever the write buffer drains.
@@ -326,17 +355,16 @@ __global__ void __launch_bounds__(kRingThreads) ringKernel(const __grid_constant
   uint64_t received = p.start.received[c];
   int64_t sendIndex = 0, recvIndex = 0;  // message index within this collective (header.step)
 
-  __shared__ int stop;
+  int aborted = 0;
   if (threadIdx.x == 0) {
-    stop = 0;
     // A kernel queued behind an abort must not start exchanging: the counters are out of step.
     if (dev::loadRelaxedSys(&p.peers.control->abort) != 0) {
       dev::recordStop(p, kDeviceAborted, kWaitNone, c, -1, 0, 0, 0, 0, nullptr);
-      stop = 1;
+      aborted = 1;
     }
   }
-  __syncthreads();
-  if (stop) return;
+  // Thread 0's verdict reaches the whole block through the barrier's OR.
+  if (__syncthreads_or(aborted)) return;
 
   const int64_t length = walkLength(w);
   for (int64_t k = 0; k < length; ++k) {
@@ -348,8 +376,8 @@ __global__ void __launch_bounds__(kRingThreads) ringKernel(const __grid_constant
     const int outSlot = fifoSlotOf(sent, g.slots);
 
     // ---- 1. thread 0 waits for the message and for room at the next rank ----
+    int status = kDeviceOk;
     if (threadIdx.x == 0) {
-      int status = kDeviceOk;
       if (receives) {
         dev::WaitResult r = dev::waitAtLeast(ownPublished, received + 1, bounds);
         if (r.status != kDeviceOk) {
@@ -378,12 +406,10 @@ __global__ void __launch_bounds__(kRingThreads) ringKernel(const __grid_constant
           status = r.status;
         }
       }
-      stop = status;
     }
-    // Publishes `stop` and, with thread 0's acquire before it, orders every thread's reads of
-    // the slot after the sender's writes.
-    __syncthreads();
-    if (stop) return;
+    // Hands thread 0's verdict to the block and, with thread 0's acquire before it, orders
+    // every thread's reads of the slot after the sender's writes.
+    if (__syncthreads_or(status != kDeviceOk)) return;
 
     // ---- 2. the whole block moves the data ----
     // Only the pointers the primitive uses (the others are null): they decide the alignment.
@@ -391,8 +417,10 @@ __global__ void __launch_bounds__(kRingThreads) ringKernel(const __grid_constant
     const bool writesLocal = s.prim != Prim::Send && s.prim != Prim::RecvReduceSend;
     const char* src = readsLocal ? static_cast<const char*>(p.input) + s.src * esize : nullptr;
     char* dst = writesLocal ? static_cast<char*>(p.output) + s.dst * esize : nullptr;
-    const char* in = receives ? own + fifoPayloadOffset(g, c, inSlot) : nullptr;
-    char* out = sends ? next + fifoPayloadOffset(g, c, outSlot) : nullptr;
+    // Sender and receiver place a message alike: at the offset mod 16 of its data (messageShift).
+    const int64_t shift = fifoMessageShift(walkDataPosition(w, s) * esize);
+    const char* in = receives ? own + fifoPayloadOffset(g, c, inSlot) + shift : nullptr;
+    char* out = sends ? next + fifoPayloadOffset(g, c, outSlot) + shift : nullptr;
     dev::moveStep<D, Op>(s.prim, src, dst, in, out, s.count, p.factor, p.divisor);
 
     // ---- 3. header, fence, barrier ----
@@ -456,10 +484,9 @@ cudaError_t launchRingKernelFor(RedOp op, const RingKernelParams& p, cudaStream_
   const dim3 grid(static_cast<unsigned>(p.peers.geometry.channels));
   const dim3 block(kRingThreads);
   switch (op) {
-#define RING_LAUNCH_OP(OP)                                                                      \
-  case RedOp::OP:                                                                               \
-    return cudaLaunchKernel(reinterpret_cast<const void*>(&ringKernel<D, RedOp::OP>), grid, block, \
-                            args, 0, stream);
+#define RING_LAUNCH_OP(OP)                                                      \
+  case RedOp::OP:                                                               \
+    return cudaLaunchKernel(&ringKernel<D, RedOp::OP>, grid, block, args, 0, stream);
     RING_FOR_EACH_OP(RING_LAUNCH_OP)
 #undef RING_LAUNCH_OP
     default:
@@ -467,12 +494,35 @@ cudaError_t launchRingKernelFor(RedOp op, const RingKernelParams& p, cudaStream_
   }
 }
 
-#define RING_INSTANTIATE_RING_KERNELS(TYPE)                                      \
+// Asks the runtime about every op's instantiation for dtype D, which also loads it now (see
+// prepareRingKernels): the largest per-thread stack, and the fewest blocks one SM holds at once.
+template <DType D>
+cudaError_t inspectRingKernelsFor(RingKernelFootprint* f) {
+  cudaFuncAttributes attr;
+  int blocks = 0;
+  cudaError_t e = cudaSuccess;
+#define RING_INSPECT_OP(OP)                                                                   \
+  e = cudaFuncGetAttributes(&attr, &ringKernel<D, RedOp::OP>);                                \
+  if (e != cudaSuccess) return e;                                                             \
+  if (attr.localSizeBytes > f->maxLocalBytes) f->maxLocalBytes = attr.localSizeBytes;         \
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, &ringKernel<D, RedOp::OP>,       \
+                                                    kRingThreads, 0);                         \
+  if (e != cudaSuccess) return e;                                                             \
+  if (f->minBlocksPerSm < 0 || blocks < f->minBlocksPerSm) f->minBlocksPerSm = blocks;
+  RING_FOR_EACH_OP(RING_INSPECT_OP)
+#undef RING_INSPECT_OP
+  return cudaSuccess;
+}
+
+#define RING_INSTANTIATE_RING_KERNELS(TYPE)                                             \
   template cudaError_t launchRingKernelFor<DType::TYPE>(RedOp, const RingKernelParams&, \
-                                                        cudaStream_t);
+                                                        cudaStream_t);                  \
+  template cudaError_t inspectRingKernelsFor<DType::TYPE>(RingKernelFootprint*);
 
 // The one dispatch over every dtype (ring_kernels.cu).
 cudaError_t launchRingKernel(DType dtype, RedOp op, const RingKernelParams& p,
                              cudaStream_t stream);
+// Every instantiation of every dtype (ring_kernels.cu).
+cudaError_t inspectRingKernels(RingKernelFootprint* f);
 
 }  // namespace ring

@@ -3,9 +3,8 @@
 // counts per channel.
 #include "kernels/ring_launcher.h"
 
-#include <cuda_runtime.h>
-
 #include "common/errors.h"
+#include "kernels/cuda_api.h"
 #include "kernels/reduce_kernels.h"
 #include "kernels/ring_kernels.cuh"
 #include "kernels/ring_walk.h"
@@ -43,7 +42,8 @@ std::string launchWalk(const RingCudaPeers& peers, ChannelCounters* counters, Co
   p.kind = kind;
   p.root = root;
   p.count = count;
-  p.sliceElems = peers.geometry.slotBytes / esize;
+  // Leaves room to place each message at its data's offset mod 16 (fifoMessageShift).
+  p.sliceElems = fifoMessageCapacity(peers.geometry) / esize;
   p.input = input;
   p.output = output;
   p.fp = fp;
@@ -74,6 +74,22 @@ std::string copyAsync(void* dst, const void* src, int64_t bytes, void* stream) {
 }
 
 }  // namespace
+
+std::string prepareRingKernels(RingKernelFootprint* out) {
+  RingKernelFootprint f;
+  cudaError_t e = inspectRingKernels(&f);
+  if (e != cudaSuccess) return cudaText("cudaFuncGetAttributes on the ring kernels", e);
+  size_t stack = 0;
+  e = cudaDeviceGetLimit(&stack, cudaLimitStackSize);
+  if (e != cudaSuccess) return cudaText("cudaDeviceGetLimit(cudaLimitStackSize)", e);
+  if (f.maxLocalBytes > stack) {
+    // Now, while nothing of ours spins: growing it at a launch would wait for an idle device.
+    e = cudaDeviceSetLimit(cudaLimitStackSize, f.maxLocalBytes);
+    if (e != cudaSuccess) return cudaText("cudaDeviceSetLimit(cudaLimitStackSize)", e);
+  }
+  *out = f;
+  return {};
+}
 
 std::string launchAllReduce(const RingCudaPeers& peers, ChannelCounters* counters, void* data,
                             int64_t count, DType dtype, RedOp op, double factor,

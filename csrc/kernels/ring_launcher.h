@@ -46,6 +46,20 @@ struct RingWaitLimits {
   uint64_t spinLimitNs;  // one wait gives up after this long (set above the group timeout)
 };
 
+// What set-up learns of the ring kernels before any of them runs (prepareRingKernels).
+struct RingKernelFootprint {
+  size_t maxLocalBytes = 0;  // the largest per-thread stack (local memory) of any instantiation
+  int minBlocksPerSm = -1;   // the fewest ring-kernel blocks one SM holds at once
+};
+
+// Loads every instantiation of the ring kernels on the current device now, and raises the
+// device's stack limit to what they need. Why: CUDA loads kernels lazily by default (since
+// 12.2), and loading a module or growing the stack at a later launch can wait for the device
+// to go idle, which it never does while a peer's ring kernel spins waiting for this rank: a
+// deadlock until the watchdog. Call once per device at set-up, before any ring kernel runs.
+// "" on success, else the CUDA error.
+std::string prepareRingKernels(RingKernelFootprint* out);
+
 // dst may alias src for the in-place collectives; element counts; `fp` is what every header
 // of this collective carries and what every received header must equal.
 std::string launchAllReduce(const RingCudaPeers& peers, ChannelCounters* counters, void* data,

@@ -3,10 +3,18 @@
 // the CPU planner (ring_plan.cc) turns into vectors. Compiled for host and device, so the host
 // tests compare this walk with planAllReduce & co. step by step.
 //
-// Channels: a collective runs as `channels` independent rings (one CUDA block each). Channel c
-// owns chunkRange(count, channels, c) of the buffer (of each rank's block, for reduce-scatter
-// and all-gather) and walks exactly the CPU plan of that sub-range, shifted to its offset.
-// With one channel the walk IS the CPU plan.
+// Channels: a collective runs as `channels` independent rings (one CUDA block each), each over
+// its own part of every chunk the CPU plan cuts:
+//  - all-reduce: channel c owns part c of each chunk k = chunkRange(count, nranks, k). Why not
+//    a contiguous range per channel: an element's chunk decides where its ring reduction
+//    starts, so the order its contributions are added in; cut this way, every element keeps
+//    the CPU plan's chunk, and the kernels end with the CPU executor's bits for any channel
+//    count (floating-point sums depend on that order);
+//  - reduce-scatter, all-gather: channel c owns chunkRange(count, channels, c) of each rank's
+//    block (the chunks are the blocks, so the order is the CPU plan's already);
+//  - broadcast: channel c owns chunkRange(count, channels, c) of the buffer (nothing is added).
+// Each channel walks the CPU plan's steps over its parts; with one channel the walk IS the CPU
+// plan.
 #pragma once
 
 #include <cstdint>
@@ -60,12 +68,20 @@ RING_HOST_DEVICE int walkStepsPerLoop(const WalkShape& w) {
   }
 }
 
+// All-reduce: channel w.channel's part of chunk `chunk` of the whole buffer.
+RING_HOST_DEVICE Range walkAllReducePart(const WalkShape& w, int chunk) {
+  const Range whole = chunkRange(w.count, w.nranks, chunk);
+  const Range part = chunkRange(whole.count, w.channels, w.channel);
+  Range r;
+  r.offset = whole.offset + part.offset;
+  r.count = part.count;
+  return r;
+}
+
 RING_HOST_DEVICE int64_t walkLoops(const WalkShape& w) {
-  const Range chan = walkChannelRange(w);
-  if (w.kind == Collective::AllReduce) {
-    return loopCount(chunkRange(chan.count, w.nranks, 0).count, w.sliceElems);
-  }
-  return loopCount(chan.count, w.sliceElems);
+  // Chunk 0 is the largest chunk, and a channel's part of it the largest of its parts.
+  if (w.kind == Collective::AllReduce) return loopCount(walkAllReducePart(w, 0).count, w.sliceElems);
+  return loopCount(walkChannelRange(w).count, w.sliceElems);
 }
 
 RING_HOST_DEVICE int64_t walkLength(const WalkShape& w) {
@@ -82,11 +98,11 @@ RING_HOST_DEVICE WalkStep walkStep(const WalkShape& w, int64_t index) {
   WalkStep out;
   switch (w.kind) {
     case Collective::AllReduce: {
-      // Chunk k of the channel's range, as planAllReduce cuts the whole buffer.
+      // The channel's part of chunk k, as planAllReduce cuts the whole buffer.
       const StepShape s = allReduceStep(n, w.rank, i);
-      const Range r = sliceOf(chunkRange(chan.count, n, s.chunk), w.sliceElems, loop);
+      const Range r = sliceOf(walkAllReducePart(w, s.chunk), w.sliceElems, loop);
       out.prim = s.prim;
-      out.src = chan.offset + r.offset;
+      out.src = r.offset;
       out.dst = out.src;
       out.count = r.count;
       return out;
@@ -128,6 +144,15 @@ RING_HOST_DEVICE WalkStep walkStep(const WalkShape& w, int64_t index) {
       return out;
     }
   }
+}
+
+// Where a step's data sits in the collective's own coordinates, in elements: the position in
+// the input for reduce-scatter (every rank holds all blocks there), else in the output (the
+// all-gather output, the all-reduce / broadcast buffer). A message's sender and its receiver
+// compute the same position for it (test_cuda_walk.cc checks this), so both can place the
+// message alike in its slot (fifoMessageShift).
+RING_HOST_DEVICE int64_t walkDataPosition(const WalkShape& w, const WalkStep& s) {
+  return w.kind == Collective::ReduceScatter ? s.src : s.dst;
 }
 
 // Messages channel w.channel sends to the next rank and receives from the previous one in one

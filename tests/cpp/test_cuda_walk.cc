@@ -5,6 +5,8 @@
 // closed-form results. No GPU involved: the walk is RING_HOST_DEVICE code compiled for the host.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -101,7 +103,6 @@ Step shiftToChannel(Collective kind, const Step& s, int rank, int64_t count, Ran
   const int64_t cc = chan.count;
   Step out = s;
   switch (kind) {
-    case Collective::AllReduce:
     case Collective::Broadcast:
       out.src = s.src + chan.offset;
       out.dst = s.dst + chan.offset;
@@ -121,6 +122,8 @@ Step shiftToChannel(Collective kind, const Step& s, int rank, int64_t count, Ran
   }
 }
 
+// Reduce-scatter, all-gather and broadcast: channel c walks the CPU plan of its sub-range of
+// each block (of the buffer), shifted to its offset. (All-reduce cuts differently: below.)
 TEST(CudaWalk, EachChannelWalksThePlanOfItsRange) {
   for (int n : {2, 3, 4, 7, 8}) {
     for (int channels : {2, 3, 8, 32}) {
@@ -130,6 +133,7 @@ TEST(CudaWalk, EachChannelWalksThePlanOfItsRange) {
         for (int64_t slice : {1, 7, 64, 4096}) {
           if (slice == 1 && count > 1009) continue;  // long enough already; keeps the test fast
           for (Collective kind : kKinds) {
+            if (kind == Collective::AllReduce) continue;
             for (int root : rootsOf(kind, n)) {
               for (int r = 0; r < n; ++r) {
                 for (int c = 0; c < channels; ++c) {
@@ -150,6 +154,96 @@ TEST(CudaWalk, EachChannelWalksThePlanOfItsRange) {
                     ASSERT_EQ(walk[k].src, want.src) << "step " << k;
                     ASSERT_EQ(walk[k].dst, want.dst) << "step " << k;
                   }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Where a step's data sits in the collective's coordinates: the input for reduce-scatter, else
+// the output (as walkDataPosition, written here for the CPU plan's steps).
+int64_t positionOf(Collective kind, const Step& s) {
+  return kind == Collective::ReduceScatter ? s.src : s.dst;
+}
+
+// position -> the primitives that touch it on one rank, in order.
+using ElementPaths = std::map<int64_t, std::vector<Prim>>;
+
+void addPath(ElementPaths* paths, int64_t position, int64_t count, Prim prim) {
+  for (int64_t j = 0; j < count; ++j) (*paths)[position + j].push_back(prim);
+}
+
+// Whatever the channel count, every element goes through the same primitives on every rank as
+// in the CPU plan: the same rank starts its reduction, the same ranks add to it in the same
+// order, the same rank finishes it. That is what makes the kernels' results the CPU executor's
+// bits (test_host_kernels.cc checks the bits themselves).
+TEST(CudaWalk, EveryElementTakesTheCpuPlansPathWhateverTheChannels) {
+  for (int n : {2, 3, 5, 8}) {
+    for (int channels : {1, 2, 3, 7, 32}) {
+      for (int64_t count : {0, 1, 5, n * channels - 1, 1009, 3001}) {
+        for (int64_t slice : {3, 64, 4096}) {
+          for (Collective kind : kKinds) {
+            for (int root : rootsOf(kind, n)) {
+              for (int r = 0; r < n; ++r) {
+                SCOPED_TRACE(testing::Message() << collectiveName(kind) << " n=" << n << " rank="
+                                                << r << " count=" << count << " channels="
+                                                << channels << " slice=" << slice);
+                ElementPaths cpu, walk;
+                for (const Step& s : planFor(kind, n, r, count, slice, root)) {
+                  addPath(&cpu, positionOf(kind, s), s.count, s.prim);
+                }
+                for (int c = 0; c < channels; ++c) {
+                  const WalkShape w = shapeOf(kind, n, r, root, count, channels, c, slice);
+                  for (const WalkStep& s : walkOf(w)) {
+                    addPath(&walk, walkDataPosition(w, s), s.count, s.prim);
+                  }
+                }
+                ASSERT_EQ(walk.size(), cpu.size());
+                for (const auto& [position, prims] : cpu) {
+                  ASSERT_EQ(walk[position], prims) << "element " << position;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Rank r's k-th message on a channel is rank r+1's k-th received message, and both compute the
+// same data position for it: so they agree on where in the slot it sits (fifoMessageShift).
+TEST(CudaWalk, SenderAndReceiverPlaceEveryMessageAlike) {
+  for (int n : {2, 3, 4, 7}) {
+    for (int channels : {1, 3, 8}) {
+      for (int64_t count : {0, 1, 7, 1009, 4099}) {
+        for (int64_t slice : {1, 16, 60}) {
+          for (Collective kind : kKinds) {
+            for (int root : rootsOf(kind, n)) {
+              for (int c = 0; c < channels; ++c) {
+                std::vector<std::vector<std::pair<int64_t, int64_t>>> sent(n), received(n);
+                for (int r = 0; r < n; ++r) {
+                  const WalkShape w = shapeOf(kind, n, r, root, count, channels, c, slice);
+                  for (const WalkStep& s : walkOf(w)) {
+                    const std::pair<int64_t, int64_t> m{walkDataPosition(w, s), s.count};
+                    if (walkPrimSends(s.prim)) sent[r].push_back(m);
+                    if (walkPrimReceives(s.prim)) received[r].push_back(m);
+                  }
+                }
+                for (int r = 0; r < n; ++r) {
+                  // Empty messages carry no data: their position does not matter.
+                  auto nonEmpty = [](std::vector<std::pair<int64_t, int64_t>> v) {
+                    v.erase(std::remove_if(v.begin(), v.end(), [](auto m) { return m.second == 0; }),
+                            v.end());
+                    return v;
+                  };
+                  ASSERT_EQ(nonEmpty(sent[r]), nonEmpty(received[ringNext(r, n)]))
+                      << collectiveName(kind) << " n=" << n << " rank " << r << " count=" << count
+                      << " channels=" << channels << " channel " << c << " slice=" << slice;
                 }
               }
             }

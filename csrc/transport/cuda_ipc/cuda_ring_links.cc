@@ -8,6 +8,7 @@
 
 #include "common/errors.h"
 #include "common/logging.h"
+#include "kernels/host_control.h"
 #include "schedule/partition.h"
 #include "transport/cuda_ipc/cuda_check.h"
 #include "transport/cuda_ipc/ipc_handles.h"
@@ -260,25 +261,15 @@ void CudaRingLinks::release() {
 CudaRingLinks::~CudaRingLinks() { release(); }
 
 void CudaRingLinks::requestAbort() {
-  if (hostControl_ == nullptr) return;
-  // A plain store to pinned host memory that the device polls; seq_cst so that it is not held
-  // back behind anything this thread does next.
-  __atomic_store_n(&hostControl_->abort, 1, __ATOMIC_SEQ_CST);
+  if (hostControl_ != nullptr) raiseAbort(hostControl_);
 }
 
 bool CudaRingLinks::abortRequested() const {
-  return hostControl_ != nullptr && __atomic_load_n(&hostControl_->abort, __ATOMIC_ACQUIRE) != 0;
+  return hostControl_ != nullptr && abortRaised(hostControl_);
 }
 
 DeviceErrorRecord CudaRingLinks::errorRecord() const {
-  DeviceErrorRecord r{};
-  if (hostControl_ == nullptr) return r;
-  // Status first (acquire): the device stored every other field before it.
-  int32_t status = __atomic_load_n(&hostControl_->record.status, __ATOMIC_ACQUIRE);
-  if (status == kDeviceOk) return r;
-  std::memcpy(&r, &hostControl_->record, sizeof r);
-  r.status = status;
-  return r;
+  return hostControl_ == nullptr ? DeviceErrorRecord{} : readErrorRecord(hostControl_);
 }
 
 }  // namespace ring

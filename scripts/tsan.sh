@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The CUDA ring kernels, compiled for the host (kernels/host_shim.h), under ThreadSanitizer:
+# clang -fsanitize=thread over the kernels, the shim, the CPU executor and the tests
+# (tests/cpp/test_host_kernels.cc). The shim maps the kernels' flags to std::atomic_ref with
+# their PTX orders and leaves payload and header accesses plain, so a missing acquire/release
+# in the kernels' protocol is a data race here, and any report fails the run.
+#   TSAN_FILTER (default: every test): a gtest filter.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${TSAN_BUILD_DIR:-build/tsan}
+FILTER=${TSAN_FILTER:-*}
+
+if ! command -v clang++ >/dev/null 2>&1; then
+  echo "tsan.sh: clang++ is needed (apt-get install -y clang)" >&2
+  exit 1
+fi
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_FLAGS="-fsanitize=thread" -DCMAKE_CXX_FLAGS="-fsanitize=thread" \
+    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" \
+    -DRING_BUILD_EXTENSION=OFF -DRING_BUILD_TESTS=ON -DRING_CUDA=OFF >/dev/null
+fi
+cmake --build "$BUILD_DIR" --target ring_host_kernel_tests -j "${MAX_JOBS:-$(nproc)}"
+
+# halt_on_error: the first race fails the run, with both stacks in the log.
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}" \
+  "$BUILD_DIR/ring_host_kernel_tests" --gtest_filter="$FILTER"
