@@ -5,6 +5,10 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "backend/ring_backend.h"
+#ifdef RING_WITH_CUDA
+#include "backend/cuda_collectives.h"
+#include "backend/staging.h"
+#endif
 
 namespace py = pybind11;
 
@@ -44,4 +48,26 @@ PYBIND11_MODULE(_C, m) {
             return out;
           },
           "The last collectives of this group on this rank, oldest first.");
+
+  // Counters for tests: which path CUDA calls of this process took.
+  m.def("kernel_call_count", [] {
+#ifdef RING_WITH_CUDA
+    return ring::CudaCollectives::kernelCallCount();
+#else
+    return uint64_t{0};
+#endif
+  }, "Collectives of this process that ran as CUDA ring kernels.");
+  m.def("staged_call_count", [] {
+#ifdef RING_WITH_CUDA
+    return ring::stagedCallCount();
+#else
+    return uint64_t{0};
+#endif
+  }, "CUDA calls of this process staged through pinned host memory.");
+  m.attr("built_with_cuda") =
+#ifdef RING_WITH_CUDA
+      true;
+#else
+      false;
+#endif
 }

@@ -2,20 +2,66 @@
 
 #include <c10/util/Exception.h>
 
-#include <numeric>
-
-#include "backend/store_adapter.h"
 #include "backend/tensor_checks.h"
 #include "common/errors.h"
 #include "common/logging.h"
-#include "common/thread_name.h"
 #ifdef RING_WITH_CUDA
-#include "backend/cuda_glue.h"
+#include "backend/cuda_collectives.h"
+#include "backend/cuda_sync.h"
+#include "backend/staging.h"
 #endif
 
 namespace ring {
+namespace {
 
-// ---- construction, worker ----------------------------------------------------------------------
+bool anyCuda(const Tensors& v) {
+  for (const auto& t : v) {
+    if (t.defined() && t.is_cuda()) return true;
+  }
+  return false;
+}
+
+// "1000 x float32": this project's dtype names, as in every other message.
+std::string countDetail(int64_t count, DType d) { return strCat(count, " x ", dtypeName(d)); }
+
+// The concatenation of `parts` as one flat tensor (a copy).
+at::Tensor flatCat(const Tensors& parts) {
+  Tensors flat;
+  flat.reserve(parts.size());
+  for (const auto& t : parts) flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+
+// Copies consecutive pieces of `flat` into each tensor of `outs`, in order.
+void splitInto(const at::Tensor& flat, const Tensors& outs, size_t first = 0, size_t count = SIZE_MAX) {
+  int64_t offset = 0;
+  for (size_t i = first; i < outs.size() && i - first < count; ++i) {
+    outs[i].view({-1}).copy_(flat.narrow(0, offset, outs[i].numel()));
+    offset += outs[i].numel();
+  }
+}
+
+// Byte counts and offsets per peer for all_to_all: element counts times the element size.
+struct Exchange {
+  std::vector<int64_t> sendCounts, sendOffsets, recvCounts, recvOffsets;
+};
+Exchange exchangeOf(const std::vector<int64_t>& sendBytes, const std::vector<int64_t>& recvBytes) {
+  Exchange x;
+  int64_t so = 0, ro = 0;
+  for (size_t r = 0; r < sendBytes.size(); ++r) {
+    x.sendCounts.push_back(sendBytes[r]);
+    x.sendOffsets.push_back(so);
+    so += sendBytes[r];
+    x.recvCounts.push_back(recvBytes[r]);
+    x.recvOffsets.push_back(ro);
+    ro += recvBytes[r];
+  }
+  return x;
+}
+
+}  // namespace
+
+// ---- construction, shutdown --------------------------------------------------------------------
 
 RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                          std::chrono::milliseconds timeout, std::string groupName)
@@ -40,33 +86,25 @@ RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
   } catch (const RingError& e) {
     TORCH_CHECK(false, e.what());
   }
-  worker_ = std::thread([this] {
-    nameThisThread("ring-worker");
-    workerLoop();
-  });
+  queue_ = std::make_unique<WorkQueue>(rank, groupName_, recorder_);
 }
 
-RingBackend::~RingBackend() {
-  shutdown();
-}
+RingBackend::~RingBackend() { shutdown(); }
 
 void RingBackend::shutdown() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (stopping_ && !worker_.joinable()) return;
-    stopping_ = true;
-  }
-  wake_.notify_all();
   // Queued collectives still run (each bounded by its timeout) so that their Works complete.
-  if (worker_.joinable()) worker_.join();
-  std::lock_guard<std::mutex> lock(p2pMutex_);
-  p2p_.reset();
-#ifdef RING_WITH_CUDA
-  // Waits for kernels in flight (each bounded by its timeout), then frees the CUDA state.
+  if (queue_) queue_->stop();
   {
+    std::lock_guard<std::mutex> lock(p2pMutex_);
+    p2p_.reset();
+  }
+#ifdef RING_WITH_CUDA
+  {
+    // Waits for kernels in flight (each bounded by its timeout), then frees the CUDA state.
     std::lock_guard<std::mutex> cudaLock(cudaMutex_);
     cuda_.reset();
-    cudaTried_ = true;  // no CUDA set-up after shutdown: collectives now fail in enqueue()
+    cudaTried_ = true;  // no CUDA set-up after shutdown: calls now fail in the queue
+    stagingStreams_.clear();
   }
 #endif
   // The rest goes now rather than with the last reference to the group (Python code often
@@ -83,18 +121,7 @@ void RingBackend::abort() {
     std::lock_guard<std::mutex> lock(commMutex_);
     if (comm_) comm_->abort("abort() was called on this rank");
   }
-  std::deque<Task> dropped;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    dropped.swap(queue_);
-  }
-  for (Task& t : dropped) {
-    auto error = std::make_exception_ptr(CommError(strCat(
-        "ring: ", t.name, " (sequence ", t.call.seq, ") on rank ", rank_,
-        " was aborted before it started")));
-    recorder_.markEnded(t.recordId, "aborted");
-    t.work->complete(error);
-  }
+  if (queue_) queue_->dropPending();
   std::lock_guard<std::mutex> lock(p2pMutex_);
   if (p2p_) p2p_->failAll(strCat("ring: rank ", rank_, " aborted the group"));
 }
@@ -103,154 +130,59 @@ std::chrono::milliseconds RingBackend::effectiveTimeout(std::chrono::millisecond
   return t == c10d::kUnsetTimeout || t.count() <= 0 ? timeout_ : t;
 }
 
-c10::intrusive_ptr<c10d::Work> RingBackend::enqueue(c10d::OpType type, const char* name,
-                                                    std::string detail,
-                                                    std::vector<at::Tensor> outputs,
-                                                    std::chrono::milliseconds timeout, Body body) {
-  Task task;
-  task.call.seq = seq_++;
-  task.call.timeout = effectiveTimeout(timeout);
-  task.work = c10::make_intrusive<RingWork>(rank_, type, task.call.seq, std::move(outputs));
-  task.recordId = recorder_.recordQueued(task.call.seq, name, std::move(detail));
+// ---- the one dispatch ------------------------------------------------------------------------
+
+c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, HostCall call,
+                                               std::function<void(const CallInfo&)> beforeBody) {
+  WorkQueue::Task task;
   task.name = name;
-  task.body = std::move(body);
+  task.detail = std::move(call.detail);
+  task.call = CallInfo{seq, effectiveTimeout(call.timeout)};
+  task.work = c10::make_intrusive<RingWork>(rank_, call.type, task.call.seq, call.outputs);
+  task.body = [before = std::move(beforeBody), body = std::move(call.body), in = call.inputs,
+               out = call.outputs](const CallInfo& c) {
+    if (before) before(c);
+    body(c, in, out);
+  };
   auto work = task.work;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    TORCH_CHECK(!stopping_, "ring: ", name, " on rank ", rank_,
-                " was called after the process group was shut down (destroy_process_group)");
-    queue_.push_back(std::move(task));
-  }
-  wake_.notify_one();
+  queue_->push(std::move(task));
   return work;
 }
 
-void RingBackend::workerLoop() {
-  while (true) {
-    Task task;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and nothing left to run
-      task = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    recorder_.markStarted(task.recordId);
-    auto start = Clock::now();
-    std::exception_ptr error;
-    try {
-      task.body(task.call);
-    } catch (...) {
-      error = std::current_exception();
-    }
-    double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    std::string what;
-    if (error) {
-      try {
-        std::rethrow_exception(error);
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
-        what = "unknown error";
-      }
-      RING_LOG(kLogWarn, "rank ", rank_, " group '", groupName_, "': ", task.name,
-               " (sequence ", task.call.seq, ") failed after ", ms, " ms: ", what,
-               "\nlast collectives of this group on this rank:\n", recorder_.dump());
-    } else {
-      RING_LOG(kLogTrace, "rank ", rank_, " group '", groupName_, "': ", task.name,
-               " (sequence ", task.call.seq, ") took ", ms, " ms");
-    }
-    recorder_.markEnded(task.recordId, what);
-    task.work->complete(error);
+c10::intrusive_ptr<c10d::Work> RingBackend::run(const CheckScope& s, HostCall call) {
+  if (!anyCuda(call.inputs) && !anyCuda(call.outputs)) {
+    return push(s.collective, seq_++, std::move(call));
   }
+#ifdef RING_WITH_CUDA
+  const at::Device device = anyCuda(call.outputs) ? call.outputs[0].device() : call.inputs[0].device();
+  const uint64_t seq = seq_++;
+  auto staged = std::make_shared<StagedCall>(
+      strCat(s.collective, " (sequence ", seq, ") on rank ", rank_), call.type, seq, rank_,
+      stagingStream(device), call.inputs, call.outputs);
+  call.inputs = staged->hostInputs();
+  call.outputs = staged->hostOutputs();
+  call.detail += " (CUDA, staged through host memory)";
+  auto hostWork = push(s.collective, seq, std::move(call),
+                       [staged](const CallInfo& c) { staged->waitCopiedIn(c.timeout); });
+  finishWhenDone(hostWork, staged);
+  return staged->work();
+#else
+  failUsage(s, "CUDA tensors need a build of torch_ring_backend with CUDA (nvcc was not found "
+               "when it was built; rebuild with TORCH_RING_CUDA=1)");
+#endif
 }
 
-// ---- CUDA tensors: staged through host memory --------------------------------------------------
-//
-// The CUDA ring kernels (backend/cuda_glue.h) run all_reduce, reduce_scatter_tensor,
-// all_gather_into_tensor and broadcast when every link of the group has a peer-memory path.
-// Everything else with CUDA tensors - the other collectives, point-to-point, and groups whose
-// ranks span hosts (their links are TCP) - is staged: copied into pinned host memory, run by
-// the host ring, and copied back, all before the call returns (so async_op=True gives a
-// completed Work). Logged once at INFO so that it is never silent.
-
-namespace {
-
-bool anyCuda(const std::vector<at::Tensor>& v) {
-  for (const auto& t : v) {
-    if (t.defined() && t.is_cuda()) return true;
-  }
-  return false;
-}
-
-// A host copy of `t`. Pinned when `t` is on a GPU: the device copies straight into it by DMA
-// rather than through a driver bounce buffer, and torch's caching host allocator hands the same
-// blocks back on the next call, so steady-state staging allocates nothing.
-at::Tensor stagingCopy(const at::Tensor& t) {
-  if (!t.defined()) return t;
-  at::Tensor host =
-      at::empty(t.sizes(), t.options().device(at::kCPU).pinned_memory(t.is_cuda()));
-  host.copy_(t);
-  return host;
-}
-
-std::vector<at::Tensor> toHost(const std::vector<at::Tensor>& v) {
-  std::vector<at::Tensor> out;
-  out.reserve(v.size());
-  for (const auto& t : v) out.push_back(stagingCopy(t));
-  return out;
-}
-
-std::vector<std::vector<at::Tensor>> toHost(const std::vector<std::vector<at::Tensor>>& v) {
-  std::vector<std::vector<at::Tensor>> out;
-  for (const auto& inner : v) out.push_back(toHost(inner));
-  return out;
-}
-
-void copyBack(std::vector<at::Tensor>& device, const std::vector<at::Tensor>& host) {
-  for (size_t i = 0; i < device.size(); ++i) device[i].copy_(host[i]);
-}
-
-void noteStaging() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    RING_LOG(kLogInfo, "some CUDA collectives of this process are staged through pinned host "
-                       "memory (the CUDA ring kernels cover all_reduce, reduce_scatter_tensor, "
-                       "all_gather_into_tensor and broadcast on groups whose links all have a "
-                       "peer-memory path)");
+#ifdef RING_WITH_CUDA
+void RingBackend::finishWhenDone(const c10::intrusive_ptr<RingWork>& hostWork,
+                                 const std::shared_ptr<StagedCall>& staged) {
+  // Runs on the thread that completes the host call, right after it (or here, if it already
+  // ended). A raw pointer: the callback lives inside the host work's own future.
+  RingWork* host = hostWork.get();
+  hostWork->getFuture()->addCallback([staged, host](c10::ivalue::Future& f) {
+    staged->finish(f.hasError() ? f.exception_ptr() : nullptr, host->completedSource());
   });
 }
-
-c10::intrusive_ptr<c10d::Work> completedWork(int rank, c10d::OpType type,
-                                             std::vector<at::Tensor> outputs,
-                                             const c10::intrusive_ptr<c10d::Work>& hostWork) {
-  auto work = c10::make_intrusive<RingWork>(rank, type, hostWork->getSequencenumber(),
-                                            std::move(outputs));
-  work->complete(nullptr);
-  return work;
-}
-
-// The end of every staged call: waits for the host collective, copies the host outputs back
-// into the device ones, and returns a completed Work that carries the device outputs.
-c10::intrusive_ptr<c10d::Work> finishStaged(int rank, c10d::OpType type,
-                                            const c10::intrusive_ptr<c10d::Work>& hostWork,
-                                            std::vector<at::Tensor> device,
-                                            const std::vector<at::Tensor>& host) {
-  hostWork->wait();
-  copyBack(device, host);
-  return completedWork(rank, type, std::move(device), hostWork);
-}
-
-// "1000 x float32": this project's dtype names, as in every other message.
-std::string countDetail(int64_t count, at::ScalarType t) {
-  CheckScope scope{"flight recorder", -1, 0};
-  return strCat(count, " x ", dtypeName(toRingDType(scope, t)));
-}
-
-// Raw pointer of a tensor's first element, as bytes.
-char* bytesOf(const at::Tensor& t) { return static_cast<char*>(t.data_ptr()); }
-
-}  // namespace
+#endif
 
 // ---- collectives -------------------------------------------------------------------------------
 
@@ -258,27 +190,20 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allreduce(std::vector<at::Tensor>& t
                                                       const c10d::AllreduceOptions& opts) {
   CheckScope s{"all_reduce", rank_, size_};
   checkSingle(s, tensors, "input");
+  const at::Tensor t = tensors[0];
   double factor = 1.0;
-  RedOp op = toRingOp(s, opts.reduceOp, tensors[0].scalar_type(), &factor);
-  if (anyCuda(tensors)) {
+  const RedOp op = toRingOp(s, opts.reduceOp, t.scalar_type(), &factor);
+  const DType d = toRingDType(s, t.scalar_type());
 #ifdef RING_WITH_CUDA
-    if (CudaCollectives* cuda = cudaPath(s, tensors[0])) {
-      return cuda->allReduce(s, tensors[0], toRingDType(s, tensors[0].scalar_type()), op, factor,
-                             seq_++, effectiveTimeout(opts.timeout));
-    }
-#endif
-    noteStaging();
-    auto host = toHost(tensors);
-    auto w = allreduce(host, opts);
-    return finishStaged(rank_, c10d::OpType::ALLREDUCE, w, tensors, host);
+  if (CudaCollectives* cuda = kernelPath(s, t)) {
+    return cuda->allReduce(s, t, d, op, factor, seq_++, effectiveTimeout(opts.timeout));
   }
-  at::Tensor t = tensors[0];
-  DType d = toRingDType(s, t.scalar_type());
-  return enqueue(c10d::OpType::ALLREDUCE, s.collective,
-                 strCat(countDetail(t.numel(), t.scalar_type()), ", op ", redOpName(op)), {t},
-                 opts.timeout, [this, t, d, op, factor](const CallInfo& c) {
-                   comm_->allReduce(t.data_ptr(), t.numel(), d, op, factor, c);
-                 });
+#endif
+  return run(s, {c10d::OpType::ALLREDUCE, strCat(countDetail(t.numel(), d), ", op ", redOpName(op)),
+                 {t}, {t}, opts.timeout,
+                 [this, d, op, factor](const CallInfo& c, const Tensors&, const Tensors& out) {
+                   comm_->allReduce(out[0].data_ptr(), out[0].numel(), d, op, factor, c);
+                 }});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::allreduce_coalesced(
@@ -291,29 +216,17 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allreduce_coalesced(
     checkSameDevice(s, tensors[0], tensors[i]);
   }
   double factor = 1.0;
-  RedOp op = toRingOp(s, opts.reduceOp, tensors[0].scalar_type(), &factor);
-  if (anyCuda(tensors)) {
-    noteStaging();
-    auto host = toHost(tensors);
-    auto w = allreduce_coalesced(host, opts);
-    return finishStaged(rank_, c10d::OpType::ALLREDUCE_COALESCED, w, tensors, host);
-  }
+  const RedOp op = toRingOp(s, opts.reduceOp, tensors[0].scalar_type(), &factor);
+  const DType d = toRingDType(s, tensors[0].scalar_type());
   // One ring pass over the concatenation: many small tensors cost one latency, not many.
-  std::vector<at::Tensor> flat;
-  for (const auto& t : tensors) flat.push_back(t.reshape({-1}));
-  DType d = toRingDType(s, tensors[0].scalar_type());
-  std::vector<at::Tensor> outs = tensors;
-  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, s.collective,
-                 strCat(tensors.size(), " tensors, op ", redOpName(op)), outs, opts.timeout,
-                 [this, outs, flat, d, op, factor](const CallInfo& c) {
-                   at::Tensor buffer = at::cat(flat);
+  return run(s, {c10d::OpType::ALLREDUCE_COALESCED,
+                 strCat(tensors.size(), " tensors of ", dtypeName(d), ", op ", redOpName(op)),
+                 tensors, tensors, opts.timeout,
+                 [this, d, op, factor](const CallInfo& c, const Tensors&, const Tensors& out) {
+                   at::Tensor buffer = flatCat(out);
                    comm_->allReduce(buffer.data_ptr(), buffer.numel(), d, op, factor, c);
-                   int64_t offset = 0;
-                   for (const auto& t : outs) {
-                     t.view({-1}).copy_(buffer.narrow(0, offset, t.numel()));
-                     offset += t.numel();
-                   }
-                 });
+                   splitInto(buffer, out);
+                 }});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::broadcast(std::vector<at::Tensor>& tensors,
@@ -322,27 +235,19 @@ c10::intrusive_ptr<c10d::Work> RingBackend::broadcast(std::vector<at::Tensor>& t
   checkSingle(s, tensors, "tensor");
   checkRoot(s, opts.rootRank, "root (src)");
   if (opts.rootTensor != 0) failUsage(s, strCat("rootTensor ", opts.rootTensor, " must be 0"));
-  if (anyCuda(tensors)) {
+  const at::Tensor t = tensors[0];
+  const DType d = toRingDType(s, t.scalar_type());
+  const int root = static_cast<int>(opts.rootRank);
 #ifdef RING_WITH_CUDA
-    if (CudaCollectives* cuda = cudaPath(s, tensors[0])) {
-      return cuda->broadcast(s, tensors[0], toRingDType(s, tensors[0].scalar_type()),
-                             static_cast<int>(opts.rootRank), seq_++,
-                             effectiveTimeout(opts.timeout));
-    }
-#endif
-    noteStaging();
-    auto host = toHost(tensors);
-    auto w = broadcast(host, opts);
-    return finishStaged(rank_, c10d::OpType::BROADCAST, w, tensors, host);
+  if (CudaCollectives* cuda = kernelPath(s, t)) {
+    return cuda->broadcast(s, t, d, root, seq_++, effectiveTimeout(opts.timeout));
   }
-  at::Tensor t = tensors[0];
-  DType d = toRingDType(s, t.scalar_type());
-  int root = static_cast<int>(opts.rootRank);
-  return enqueue(c10d::OpType::BROADCAST, s.collective,
-                 strCat(countDetail(t.numel(), t.scalar_type()), ", root ", root), {t},
-                 opts.timeout, [this, t, d, root](const CallInfo& c) {
-                   comm_->broadcast(t.data_ptr(), t.numel(), d, root, c);
-                 });
+#endif
+  return run(s, {c10d::OpType::BROADCAST, strCat(countDetail(t.numel(), d), ", root ", root),
+                 {t}, {t}, opts.timeout,
+                 [this, d, root](const CallInfo& c, const Tensors&, const Tensors& out) {
+                   comm_->broadcast(out[0].data_ptr(), out[0].numel(), d, root, c);
+                 }});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::reduce(std::vector<at::Tensor>& tensors,
@@ -351,23 +256,18 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reduce(std::vector<at::Tensor>& tens
   checkSingle(s, tensors, "tensor");
   checkRoot(s, opts.rootRank, "root (dst)");
   if (opts.rootTensor != 0) failUsage(s, strCat("rootTensor ", opts.rootTensor, " must be 0"));
+  const at::Tensor t = tensors[0];
   double factor = 1.0;
-  RedOp op = toRingOp(s, opts.reduceOp, tensors[0].scalar_type(), &factor);
-  if (anyCuda(tensors)) {
-    noteStaging();
-    auto host = toHost(tensors);
-    auto w = reduce(host, opts);
-    return finishStaged(rank_, c10d::OpType::REDUCE, w, tensors, host);
-  }
-  at::Tensor t = tensors[0];
-  DType d = toRingDType(s, t.scalar_type());
-  int root = static_cast<int>(opts.rootRank);
-  return enqueue(c10d::OpType::REDUCE, s.collective,
-                 strCat(countDetail(t.numel(), t.scalar_type()), ", op ", redOpName(op), ", root ",
-                        root),
-                 {t}, opts.timeout, [this, t, d, op, factor, root](const CallInfo& c) {
-                   comm_->reduce(t.data_ptr(), t.data_ptr(), t.numel(), d, op, factor, root, c);
-                 });
+  const RedOp op = toRingOp(s, opts.reduceOp, t.scalar_type(), &factor);
+  const DType d = toRingDType(s, t.scalar_type());
+  const int root = static_cast<int>(opts.rootRank);
+  return run(s, {c10d::OpType::REDUCE,
+                 strCat(countDetail(t.numel(), d), ", op ", redOpName(op), ", root ", root), {t},
+                 {t}, opts.timeout,
+                 [this, d, op, factor, root](const CallInfo& c, const Tensors&, const Tensors& out) {
+                   comm_->reduce(out[0].data_ptr(), out[0].data_ptr(), out[0].numel(), d, op,
+                                 factor, root, c);
+                 }});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -379,35 +279,17 @@ c10::intrusive_ptr<c10d::Work> RingBackend::_allgather_base(at::Tensor& output, 
   checkSameDType(s, input, output, "output");
   checkNumel(s, output, input.numel() * size_, "output",
              strCat("world size ", size_, " x input's ", input.numel()));
-  if (input.is_cuda()) {
+  checkAllGatherAliasing(s, input, output);
+  const DType d = toRingDType(s, input.scalar_type());
 #ifdef RING_WITH_CUDA
-    if (CudaCollectives* cuda = cudaPath(s, input)) {
-      return cuda->allGather(s, input, output, toRingDType(s, input.scalar_type()), seq_++,
-                             effectiveTimeout(opts.timeout));
-    }
+  if (CudaCollectives* cuda = kernelPath(s, input)) {
+    return cuda->allGather(s, input, output, d, seq_++, effectiveTimeout(opts.timeout));
+  }
 #endif
-    noteStaging();
-    at::Tensor hin = stagingCopy(input), hout = stagingCopy(output);
-    auto w = _allgather_base(hout, hin, opts);
-    return finishStaged(rank_, c10d::OpType::_ALLGATHER_BASE, w, {output}, {hout});
-  }
-  // FSDP passes an input that is a view of its own block of the output; any other overlap
-  // would be overwritten before it is sent.
-  const char* in = bytesOf(input);
-  const char* out = bytesOf(output);
-  const int64_t blockBytes = input.numel() * static_cast<int64_t>(input.element_size());
-  if (blockBytes > 0 && in < out + blockBytes * size_ && out < in + blockBytes &&
-      in != out + blockBytes * rank_) {
-    failUsage(s, strCat("input overlaps the output but is not this rank's block (block ", rank_,
-                        " of ", size_, "); pass a separate input or output.narrow() of block ",
-                        rank_));
-  }
-  DType d = toRingDType(s, input.scalar_type());
-  return enqueue(c10d::OpType::_ALLGATHER_BASE, s.collective,
-                 countDetail(input.numel(), input.scalar_type()), {output}, opts.timeout,
-                 [this, input, output, d](const CallInfo& c) {
-                   comm_->allGather(input.data_ptr(), output.data_ptr(), input.numel(), d, c);
-                 });
+  return run(s, {c10d::OpType::_ALLGATHER_BASE, countDetail(input.numel(), d), {input}, {output},
+                 opts.timeout, [this, d](const CallInfo& c, const Tensors& in, const Tensors& out) {
+                   comm_->allGather(in[0].data_ptr(), out[0].data_ptr(), in[0].numel(), d, c);
+                 }});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::allgather(
@@ -424,77 +306,57 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allgather(
     checkSameDevice(s, inputs[0], o);
     checkNumel(s, o, inputs[0].numel(), strCat("output[", i, "]"), "the input's size");
   }
-  if (anyCuda(inputs)) {
-    noteStaging();
-    auto hin = toHost(inputs);
-    auto hout = toHost(outputs);
-    auto w = allgather(hout, hin, opts);
-    return finishStaged(rank_, c10d::OpType::ALLGATHER, w, outputs[0], hout[0]);
-  }
-  at::Tensor input = inputs[0];
-  std::vector<at::Tensor> outs = outputs[0];
-  DType d = toRingDType(s, input.scalar_type());
-  return enqueue(c10d::OpType::ALLGATHER, s.collective,
-                 countDetail(input.numel(), input.scalar_type()), outs, opts.timeout,
-                 [this, input, outs, d](const CallInfo& c) {
-                   at::Tensor flat = at::empty({size_ * input.numel()}, input.options());
-                   comm_->allGather(input.data_ptr(), flat.data_ptr(), input.numel(), d, c);
-                   for (int r = 0; r < size_; ++r) {
-                     outs[r].view({-1}).copy_(flat.narrow(0, r * input.numel(), input.numel()));
-                   }
-                 });
+  const DType d = toRingDType(s, inputs[0].scalar_type());
+  return run(s, {c10d::OpType::ALLGATHER, countDetail(inputs[0].numel(), d), inputs, outputs[0],
+                 opts.timeout,
+                 [this, d](const CallInfo& c, const Tensors& in, const Tensors& out) {
+                   at::Tensor flat = at::empty({size_ * in[0].numel()}, in[0].options());
+                   comm_->allGather(in[0].data_ptr(), flat.data_ptr(), in[0].numel(), d, c);
+                   splitInto(flat, out);
+                 }});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   CheckScope s{"all_gather_coalesced", rank_, size_};
-  if (outputLists.size() != inputs.size()) {
-    failUsage(s, strCat(outputLists.size(), " output lists for ", inputs.size(), " inputs"));
-  }
+  // outputLists[r][i] receives input i of rank r.
+  checkListSize(s, outputLists.size(), static_cast<size_t>(size_), "output_tensor_lists");
+  std::vector<DType> dtypes;
   for (size_t i = 0; i < inputs.size(); ++i) {
     checkTensor(s, inputs[i], strCat("input[", i, "]"));
     checkSameDevice(s, inputs[0], inputs[i]);
-    checkListSize(s, outputLists[i].size(), static_cast<size_t>(size_), strCat("output list ", i));
-    for (size_t r = 0; r < outputLists[i].size(); ++r) {
-      const auto& o = outputLists[i][r];
-      std::string what = strCat("output[", i, "][", r, "]");
+    dtypes.push_back(toRingDType(s, inputs[i].scalar_type()));
+  }
+  Tensors outs;  // rank-major: output_tensor_lists[r][i] at r * inputs + i
+  for (size_t r = 0; r < outputLists.size(); ++r) {
+    if (outputLists[r].size() != inputs.size()) {
+      failUsage(s, strCat("output_tensor_lists[", r, "] has ", outputLists[r].size(),
+                          " tensors but there are ", inputs.size(),
+                          " inputs; each rank's list holds one tensor per input"));
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const auto& o = outputLists[r][i];
+      const std::string what = strCat("output_tensor_lists[", r, "][", i, "]");
       checkTensor(s, o, what);
       checkSameDType(s, inputs[i], o, what);
       checkSameDevice(s, inputs[i], o);
       checkNumel(s, o, inputs[i].numel(), what, strCat("input[", i, "]'s size"));
+      outs.push_back(o);
     }
   }
-  if (anyCuda(inputs)) {
-    noteStaging();
-    auto hin = toHost(inputs);
-    auto hout = toHost(outputLists);
-    auto w = allgather_coalesced(hout, hin, opts);
-    w->wait();
-    std::vector<at::Tensor> flatOutputs;
-    for (size_t i = 0; i < outputLists.size(); ++i) {
-      copyBack(outputLists[i], hout[i]);
-      flatOutputs.insert(flatOutputs.end(), outputLists[i].begin(), outputLists[i].end());
-    }
-    return completedWork(rank_, c10d::OpType::ALLGATHER_COALESCED, flatOutputs, w);
-  }
-  std::vector<at::Tensor> ins = inputs;
-  std::vector<std::vector<at::Tensor>> outs = outputLists;
-  std::vector<at::Tensor> flatOutputs;
-  for (const auto& list : outs) flatOutputs.insert(flatOutputs.end(), list.begin(), list.end());
-  return enqueue(c10d::OpType::ALLGATHER_COALESCED, s.collective, strCat(inputs.size(), " tensors"),
-                 flatOutputs, opts.timeout, [this, ins, outs](const CallInfo& c) {
-                   for (size_t i = 0; i < ins.size(); ++i) {
-                     const at::Tensor& in = ins[i];
-                     DType d = toRingDType(CheckScope{"all_gather_coalesced", rank_, size_},
-                                           in.scalar_type());
-                     at::Tensor flat = at::empty({size_ * in.numel()}, in.options());
-                     comm_->allGather(in.data_ptr(), flat.data_ptr(), in.numel(), d, c);
+  const size_t n = inputs.size();
+  return run(s, {c10d::OpType::ALLGATHER_COALESCED, strCat(n, " tensors"), inputs, outs,
+                 opts.timeout,
+                 [this, dtypes, n](const CallInfo& c, const Tensors& in, const Tensors& out) {
+                   for (size_t i = 0; i < n; ++i) {
+                     at::Tensor flat = at::empty({size_ * in[i].numel()}, in[i].options());
+                     comm_->allGather(in[i].data_ptr(), flat.data_ptr(), in[i].numel(), dtypes[i], c);
                      for (int r = 0; r < size_; ++r) {
-                       outs[i][r].view({-1}).copy_(flat.narrow(0, r * in.numel(), in.numel()));
+                       out[r * n + i].view({-1}).copy_(flat.narrow(0, r * in[i].numel(), in[i].numel()));
                      }
                    }
-                 });
+                 }});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::allgather_into_tensor_coalesced(
@@ -504,6 +366,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allgather_into_tensor_coalesced(
   if (outputs.size() != inputs.size()) {
     failUsage(s, strCat(outputs.size(), " outputs for ", inputs.size(), " inputs"));
   }
+  std::vector<DType> dtypes;
   for (size_t i = 0; i < inputs.size(); ++i) {
     checkTensor(s, inputs[i], strCat("input[", i, "]"));
     checkTensor(s, outputs[i], strCat("output[", i, "]"));
@@ -512,23 +375,16 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allgather_into_tensor_coalesced(
     checkSameDevice(s, inputs[i], outputs[i]);
     checkNumel(s, outputs[i], inputs[i].numel() * size_, strCat("output[", i, "]"),
                strCat("world size ", size_, " x input[", i, "]"));
+    checkAllGatherAliasing(s, inputs[i], outputs[i]);
+    dtypes.push_back(toRingDType(s, inputs[i].scalar_type()));
   }
-  if (anyCuda(inputs)) {
-    noteStaging();
-    auto hin = toHost(inputs);
-    auto hout = toHost(outputs);
-    auto w = allgather_into_tensor_coalesced(hout, hin, opts);
-    return finishStaged(rank_, c10d::OpType::COALESCED, w, outputs, hout);
-  }
-  std::vector<at::Tensor> ins = inputs, outs = outputs;
-  return enqueue(c10d::OpType::COALESCED, s.collective, strCat(inputs.size(), " tensors"), outs,
-                 opts.timeout, [this, ins, outs](const CallInfo& c) {
-                   for (size_t i = 0; i < ins.size(); ++i) {
-                     DType d = toRingDType(CheckScope{"all_gather", rank_, size_},
-                                           ins[i].scalar_type());
-                     comm_->allGather(ins[i].data_ptr(), outs[i].data_ptr(), ins[i].numel(), d, c);
+  return run(s, {c10d::OpType::COALESCED, strCat(inputs.size(), " tensors"), inputs, outputs,
+                 opts.timeout,
+                 [this, dtypes](const CallInfo& c, const Tensors& in, const Tensors& out) {
+                   for (size_t i = 0; i < in.size(); ++i) {
+                     comm_->allGather(in[i].data_ptr(), out[i].data_ptr(), in[i].numel(), dtypes[i], c);
                    }
-                 });
+                 }});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::_reduce_scatter_base(
@@ -541,36 +397,26 @@ c10::intrusive_ptr<c10d::Work> RingBackend::_reduce_scatter_base(
   checkNumel(s, input, output.numel() * size_, "input",
              strCat("world size ", size_, " x output's ", output.numel()));
   double factor = 1.0;
-  RedOp op = toRingOp(s, opts.reduceOp, input.scalar_type(), &factor);
-  if (input.is_cuda()) {
+  const RedOp op = toRingOp(s, opts.reduceOp, input.scalar_type(), &factor);
+  const DType d = toRingDType(s, input.scalar_type());
 #ifdef RING_WITH_CUDA
-    if (CudaCollectives* cuda = cudaPath(s, input)) {
-      return cuda->reduceScatter(s, input, output, toRingDType(s, input.scalar_type()), op, factor,
-                                 seq_++, effectiveTimeout(opts.timeout));
-    }
+  if (CudaCollectives* cuda = kernelPath(s, input)) {
+    return cuda->reduceScatter(s, input, output, d, op, factor, seq_++,
+                               effectiveTimeout(opts.timeout));
+  }
 #endif
-    noteStaging();
-    at::Tensor hin = stagingCopy(input), hout = stagingCopy(output);
-    auto w = _reduce_scatter_base(hout, hin, opts);
-    return finishStaged(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, w, {output}, {hout});
-  }
-  DType d = toRingDType(s, input.scalar_type());
-  at::Tensor in = input, out = output;
-  // The output must not overlap the input: blocks of the input are read until the last step.
-  const char* ip = bytesOf(in);
-  const char* opp = bytesOf(out);
-  const int64_t outBytes = out.numel() * static_cast<int64_t>(out.element_size());
-  if (outBytes > 0 && ip < opp + outBytes && opp < ip + outBytes * size_) {
-    // Reading block r of the input while writing the output in place is only safe if the
-    // output is a separate buffer; stage through a copy of the input.
-    in = input.clone();
-  }
-  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, s.collective,
-                 strCat(countDetail(out.numel(), out.scalar_type()), ", op ", redOpName(op)),
-                 {out}, opts.timeout, [this, in, out, d, op, factor](const CallInfo& c) {
-                   comm_->reduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), d, op, factor,
-                                        c);
-                 });
+  // Blocks of the input are read until the last step: an output inside the input would be
+  // overwritten first, so such an input is read from a copy.
+  const bool copyInput = overlaps(input, output);
+  return run(s, {c10d::OpType::_REDUCE_SCATTER_BASE,
+                 strCat(countDetail(output.numel(), d), ", op ", redOpName(op)), {input}, {output},
+                 opts.timeout,
+                 [this, d, op, factor, copyInput](const CallInfo& c, const Tensors& in,
+                                                  const Tensors& out) {
+                   const at::Tensor src = copyInput ? in[0].clone() : in[0];
+                   comm_->reduceScatter(src.data_ptr(), out[0].data_ptr(), out[0].numel(), d, op,
+                                        factor, c);
+                 }});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::reduce_scatter(
@@ -588,25 +434,16 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reduce_scatter(
     checkNumel(s, t, outputs[0].numel(), strCat("input[", i, "]"), "the output's size");
   }
   double factor = 1.0;
-  RedOp op = toRingOp(s, opts.reduceOp, outputs[0].scalar_type(), &factor);
-  if (anyCuda(outputs)) {
-    noteStaging();
-    auto hout = toHost(outputs);
-    auto hin = toHost(inputs);
-    auto w = reduce_scatter(hout, hin, opts);
-    return finishStaged(rank_, c10d::OpType::REDUCE_SCATTER, w, outputs, hout);
-  }
-  std::vector<at::Tensor> flat;
-  for (const auto& t : inputs[0]) flat.push_back(t.reshape({-1}));
-  at::Tensor out = outputs[0];
-  DType d = toRingDType(s, out.scalar_type());
-  return enqueue(c10d::OpType::REDUCE_SCATTER, s.collective,
-                 strCat(countDetail(out.numel(), out.scalar_type()), ", op ", redOpName(op)),
-                 {out}, opts.timeout, [this, flat, out, d, op, factor](const CallInfo& c) {
-                   at::Tensor in = at::cat(flat);
-                   comm_->reduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), d, op, factor,
-                                        c);
-                 });
+  const RedOp op = toRingOp(s, opts.reduceOp, outputs[0].scalar_type(), &factor);
+  const DType d = toRingDType(s, outputs[0].scalar_type());
+  return run(s, {c10d::OpType::REDUCE_SCATTER,
+                 strCat(countDetail(outputs[0].numel(), d), ", op ", redOpName(op)), inputs[0],
+                 outputs, opts.timeout,
+                 [this, d, op, factor](const CallInfo& c, const Tensors& in, const Tensors& out) {
+                   at::Tensor flat = flatCat(in);
+                   comm_->reduceScatter(flat.data_ptr(), out[0].data_ptr(), out[0].numel(), d, op,
+                                        factor, c);
+                 }});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::reduce_scatter_tensor_coalesced(
@@ -618,6 +455,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reduce_scatter_tensor_coalesced(
   }
   double factor = 1.0;
   RedOp op = RedOp::Sum;
+  std::vector<DType> dtypes;
   for (size_t i = 0; i < inputs.size(); ++i) {
     checkTensor(s, inputs[i], strCat("input[", i, "]"));
     checkTensor(s, outputs[i], strCat("output[", i, "]"));
@@ -627,25 +465,17 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reduce_scatter_tensor_coalesced(
     checkNumel(s, inputs[i], outputs[i].numel() * size_, strCat("input[", i, "]"),
                strCat("world size ", size_, " x output[", i, "]"));
     op = toRingOp(s, opts.reduceOp, inputs[i].scalar_type(), &factor);
+    dtypes.push_back(toRingDType(s, inputs[i].scalar_type()));
   }
-  if (anyCuda(inputs)) {
-    noteStaging();
-    auto hin = toHost(inputs);
-    auto hout = toHost(outputs);
-    auto w = reduce_scatter_tensor_coalesced(hout, hin, opts);
-    return finishStaged(rank_, c10d::OpType::COALESCED, w, outputs, hout);
-  }
-  std::vector<at::Tensor> ins = inputs, outs = outputs;
-  return enqueue(c10d::OpType::COALESCED, s.collective,
-                 strCat(inputs.size(), " tensors, op ", redOpName(op)), outs, opts.timeout,
-                 [this, ins, outs, op, factor](const CallInfo& c) {
-                   for (size_t i = 0; i < ins.size(); ++i) {
-                     DType d = toRingDType(CheckScope{"reduce_scatter", rank_, size_},
-                                           ins[i].scalar_type());
-                     comm_->reduceScatter(ins[i].data_ptr(), outs[i].data_ptr(), outs[i].numel(),
-                                          d, op, factor, c);
+  return run(s, {c10d::OpType::COALESCED, strCat(inputs.size(), " tensors, op ", redOpName(op)),
+                 inputs, outputs, opts.timeout,
+                 [this, dtypes, op, factor](const CallInfo& c, const Tensors& in, const Tensors& out) {
+                   for (size_t i = 0; i < in.size(); ++i) {
+                     const at::Tensor src = overlaps(in[i], out[i]) ? in[i].clone() : in[i];
+                     comm_->reduceScatter(src.data_ptr(), out[i].data_ptr(), out[i].numel(),
+                                          dtypes[i], op, factor, c);
                    }
-                 });
+                 }});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -668,30 +498,16 @@ c10::intrusive_ptr<c10d::Work> RingBackend::gather(std::vector<std::vector<at::T
   } else if (!outputs.empty() && !outputs[0].empty()) {
     failUsage(s, strCat("only the root (rank ", root, ") may pass a gather list"));
   }
-  if (anyCuda(inputs)) {
-    noteStaging();
-    auto hin = toHost(inputs);
-    auto hout = toHost(outputs);
-    auto w = gather(hout, hin, opts);
-    w->wait();
-    if (rank_ == root) copyBack(outputs[0], hout[0]);
-    return completedWork(rank_, c10d::OpType::GATHER,
-                         rank_ == root ? outputs[0] : std::vector<at::Tensor>{}, w);
-  }
-  at::Tensor input = inputs[0];
-  std::vector<at::Tensor> outs = rank_ == root ? outputs[0] : std::vector<at::Tensor>{};
-  DType d = toRingDType(s, input.scalar_type());
-  return enqueue(c10d::OpType::GATHER, s.collective,
-                 strCat(countDetail(input.numel(), input.scalar_type()), ", root ", root), outs,
-                 opts.timeout, [this, input, outs, d, root](const CallInfo& c) {
+  const DType d = toRingDType(s, inputs[0].scalar_type());
+  return run(s, {c10d::OpType::GATHER, strCat(countDetail(inputs[0].numel(), d), ", root ", root),
+                 inputs, rank_ == root ? outputs[0] : Tensors{}, opts.timeout,
+                 [this, d, root](const CallInfo& c, const Tensors& in, const Tensors& out) {
                    at::Tensor flat;
-                   if (rank_ == root) flat = at::empty({size_ * input.numel()}, input.options());
-                   comm_->gather(input.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr,
-                                 input.numel(), d, root, c);
-                   for (size_t r = 0; r < outs.size(); ++r) {
-                     outs[r].view({-1}).copy_(flat.narrow(0, r * input.numel(), input.numel()));
-                   }
-                 });
+                   if (rank_ == root) flat = at::empty({size_ * in[0].numel()}, in[0].options());
+                   comm_->gather(in[0].data_ptr(), flat.defined() ? flat.data_ptr() : nullptr,
+                                 in[0].numel(), d, root, c);
+                   if (flat.defined()) splitInto(flat, out);
+                 }});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::scatter(std::vector<at::Tensor>& outputs,
@@ -714,28 +530,15 @@ c10::intrusive_ptr<c10d::Work> RingBackend::scatter(std::vector<at::Tensor>& out
   } else if (!inputs.empty() && !inputs[0].empty()) {
     failUsage(s, strCat("only the root (rank ", root, ") may pass a scatter list"));
   }
-  if (anyCuda(outputs)) {
-    noteStaging();
-    auto hout = toHost(outputs);
-    auto hin = toHost(inputs);
-    auto w = scatter(hout, hin, opts);
-    return finishStaged(rank_, c10d::OpType::SCATTER, w, outputs, hout);
-  }
-  at::Tensor out = outputs[0];
-  std::vector<at::Tensor> ins = rank_ == root ? inputs[0] : std::vector<at::Tensor>{};
-  DType d = toRingDType(s, out.scalar_type());
-  return enqueue(c10d::OpType::SCATTER, s.collective,
-                 strCat(countDetail(out.numel(), out.scalar_type()), ", root ", root), {out},
-                 opts.timeout, [this, ins, out, d, root](const CallInfo& c) {
+  const DType d = toRingDType(s, outputs[0].scalar_type());
+  return run(s, {c10d::OpType::SCATTER, strCat(countDetail(outputs[0].numel(), d), ", root ", root),
+                 rank_ == root ? inputs[0] : Tensors{}, outputs, opts.timeout,
+                 [this, d, root](const CallInfo& c, const Tensors& in, const Tensors& out) {
                    at::Tensor flat;
-                   if (!ins.empty()) {
-                     std::vector<at::Tensor> parts;
-                     for (const auto& t : ins) parts.push_back(t.reshape({-1}));
-                     flat = at::cat(parts);
-                   }
-                   comm_->scatter(flat.defined() ? flat.data_ptr() : nullptr, out.data_ptr(),
-                                  out.numel(), d, root, c);
-                 });
+                   if (!in.empty()) flat = flatCat(in);
+                   comm_->scatter(flat.defined() ? flat.data_ptr() : nullptr, out[0].data_ptr(),
+                                  out[0].numel(), d, root, c);
+                 }});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -748,8 +551,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::alltoall_base(at::Tensor& output, at
   checkSameDevice(s, input, output);
   checkSameDType(s, input, output, "output");
   // Splits count rows of dimension 0; an empty list means equal splits.
-  auto rowsOf = [&](const at::Tensor& t, std::vector<int64_t>& splits, const char* what) {
-    int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+  auto rowsOf = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* what) {
+    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
     if (splits.empty()) {
       if (rows % size_ != 0) {
         failUsage(s, strCat(what, " has ", rows, " rows, not divisible by the world size ", size_,
@@ -768,10 +571,10 @@ c10::intrusive_ptr<c10d::Work> RingBackend::alltoall_base(at::Tensor& output, at
     }
     return splits;
   };
-  std::vector<int64_t> outRows = rowsOf(output, outputSplits, "output");
-  std::vector<int64_t> inRows = rowsOf(input, inputSplits, "input");
+  const std::vector<int64_t> outRows = rowsOf(output, outputSplits, "output");
+  const std::vector<int64_t> inRows = rowsOf(input, inputSplits, "input");
   auto rowBytes = [](const at::Tensor& t) {
-    int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
     return rows == 0 ? 0 : t.numel() / rows * static_cast<int64_t>(t.element_size());
   };
   if (input.numel() > 0 && output.numel() > 0 && rowBytes(input) != rowBytes(output)) {
@@ -782,34 +585,20 @@ c10::intrusive_ptr<c10d::Work> RingBackend::alltoall_base(at::Tensor& output, at
     failUsage(s, strCat("this rank sends ", inRows[rank_], " rows to itself but expects ",
                         outRows[rank_], " from itself"));
   }
-  if (input.is_cuda()) {
-    noteStaging();
-    at::Tensor hin = stagingCopy(input), hout = stagingCopy(output);
-    auto w = alltoall_base(hout, hin, outputSplits, inputSplits, opts);
-    return finishStaged(rank_, c10d::OpType::ALLTOALL_BASE, w, {output}, {hout});
-  }
-  const int64_t inRow = rowBytes(input), outRow = rowBytes(output);
-  std::vector<int64_t> sendCounts(size_), sendOffsets(size_), recvCounts(size_), recvOffsets(size_);
-  int64_t so = 0, ro = 0;
+  std::vector<int64_t> sendBytes, recvBytes;
   for (int r = 0; r < size_; ++r) {
-    sendCounts[r] = inRows[r] * inRow;
-    sendOffsets[r] = so;
-    so += sendCounts[r];
-    recvCounts[r] = outRows[r] * outRow;
-    recvOffsets[r] = ro;
-    ro += recvCounts[r];
+    sendBytes.push_back(inRows[r] * rowBytes(input));
+    recvBytes.push_back(outRows[r] * rowBytes(output));
   }
-  DType d = toRingDType(s, input.scalar_type());
-  at::Tensor in = input, out = output;
-  return enqueue(c10d::OpType::ALLTOALL_BASE, s.collective,
-                 strCat(countDetail(input.numel(), input.scalar_type()), " in, ", output.numel(),
-                        " out"),
-                 {out}, opts.timeout,
-                 [this, in, out, d, sendCounts, sendOffsets, recvCounts, recvOffsets](
-                     const CallInfo& c) {
-                   comm_->allToAll(in.data_ptr(), out.data_ptr(), sendCounts, sendOffsets,
-                                   recvCounts, recvOffsets, d, c);
-                 });
+  const Exchange x = exchangeOf(sendBytes, recvBytes);
+  const DType d = toRingDType(s, input.scalar_type());
+  return run(s, {c10d::OpType::ALLTOALL_BASE,
+                 strCat(countDetail(input.numel(), d), " in, ", output.numel(), " out"), {input},
+                 {output}, opts.timeout,
+                 [this, d, x](const CallInfo& c, const Tensors& in, const Tensors& out) {
+                   comm_->allToAll(in[0].data_ptr(), out[0].data_ptr(), x.sendCounts,
+                                   x.sendOffsets, x.recvCounts, x.recvOffsets, d, c);
+                 }});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::alltoall(std::vector<at::Tensor>& outputs,
@@ -830,65 +619,51 @@ c10::intrusive_ptr<c10d::Work> RingBackend::alltoall(std::vector<at::Tensor>& ou
     failUsage(s, strCat("input[", rank_, "] has ", inputs[rank_].numel(), " elements but output[",
                         rank_, "] has ", outputs[rank_].numel()));
   }
-  if (anyCuda(inputs)) {
-    noteStaging();
-    auto hin = toHost(inputs);
-    auto hout = toHost(outputs);
-    auto w = alltoall(hout, hin, opts);
-    return finishStaged(rank_, c10d::OpType::ALLTOALL, w, outputs, hout);
-  }
   const int64_t esize = static_cast<int64_t>(inputs[0].element_size());
-  std::vector<int64_t> sendCounts(size_), sendOffsets(size_), recvCounts(size_), recvOffsets(size_);
-  int64_t so = 0, ro = 0;
+  std::vector<int64_t> sendBytes, recvBytes;
+  int64_t outElems = 0;
   for (int r = 0; r < size_; ++r) {
-    sendCounts[r] = inputs[r].numel() * esize;
-    sendOffsets[r] = so;
-    so += sendCounts[r];
-    recvCounts[r] = outputs[r].numel() * esize;
-    recvOffsets[r] = ro;
-    ro += recvCounts[r];
+    sendBytes.push_back(inputs[r].numel() * esize);
+    recvBytes.push_back(outputs[r].numel() * esize);
+    outElems += outputs[r].numel();
   }
-  std::vector<at::Tensor> ins = inputs, outs = outputs;
-  DType d = toRingDType(s, inputs[0].scalar_type());
-  return enqueue(c10d::OpType::ALLTOALL, s.collective, strCat(size_, " tensors"), outs,
-                 opts.timeout,
-                 [this, ins, outs, d, sendCounts, sendOffsets, recvCounts, recvOffsets, so, ro](
-                     const CallInfo& c) {
-                   std::vector<at::Tensor> parts;
-                   for (const auto& t : ins) parts.push_back(t.reshape({-1}));
-                   at::Tensor in = at::cat(parts);
-                   at::Tensor out = at::empty({ro / std::max<int64_t>(1, ins[0].element_size())},
-                                              ins[0].options());
-                   comm_->allToAll(in.data_ptr(), out.data_ptr(), sendCounts, sendOffsets,
-                                   recvCounts, recvOffsets, d, c);
-                   int64_t offset = 0;
-                   for (const auto& t : outs) {
-                     t.view({-1}).copy_(out.narrow(0, offset, t.numel()));
-                     offset += t.numel();
-                   }
-                 });
+  const Exchange x = exchangeOf(sendBytes, recvBytes);
+  const DType d = toRingDType(s, inputs[0].scalar_type());
+  return run(s, {c10d::OpType::ALLTOALL, strCat(size_, " tensors of ", dtypeName(d)), inputs,
+                 outputs, opts.timeout,
+                 [this, d, x, outElems](const CallInfo& c, const Tensors& in, const Tensors& out) {
+                   at::Tensor src = flatCat(in);
+                   at::Tensor dst = at::empty({outElems}, in[0].options());
+                   comm_->allToAll(src.data_ptr(), dst.data_ptr(), x.sendCounts, x.sendOffsets,
+                                   x.recvCounts, x.recvOffsets, d, c);
+                   splitInto(dst, out);
+                 }});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::barrier(const c10d::BarrierOptions& opts) {
+  CheckScope s{"barrier", rank_, size_};
   // Queued behind every earlier collective of the group, so it also waits for all of them.
-  auto work = enqueue(c10d::OpType::BARRIER, "barrier", "", {}, opts.timeout,
-                      [this](const CallInfo& c) {
-                        waitCudaWork();
-                        comm_->barrier(c);
-                      });
-  return work;
+  return push(s.collective, seq_++, {c10d::OpType::BARRIER, "", {}, {}, opts.timeout,
+                             [this](const CallInfo& c, const Tensors&, const Tensors&) {
+                               waitCudaWork();
+                               comm_->barrier(c);
+                             }});
 }
 
-// ---- CUDA kernel path: set-up on first use -----------------------------------------------------
+// ---- CUDA: the kernel path (set up on first use) and the staging streams -------------------------
 
 #ifdef RING_WITH_CUDA
-CudaCollectives* RingBackend::cudaPath(const CheckScope& s, const at::Tensor& t) {
+CudaCollectives* RingBackend::kernelPath(const CheckScope& s, const at::Tensor& t) {
+  if (!t.is_cuda()) return nullptr;
   std::lock_guard<std::mutex> lock(cudaMutex_);
   if (!cudaTried_) {
-    // Collective: every rank reaches its first CUDA collective of these four at the same point.
+    // Collective: every rank reaches its first CUDA call of these four at the same point.
     cudaTried_ = true;
     std::optional<at::Device> bound = getBoundDeviceId();
     at::Device device = bound && bound->is_cuda() && bound->has_index() ? *bound : t.device();
+    std::lock_guard<std::mutex> commLock(commMutex_);
+    TORCH_CHECK(comm_ != nullptr, "ring: ", s.collective, " on rank ", rank_,
+                " was called after the process group was shut down (destroy_process_group)");
     try {
       cuda_ = std::make_unique<CudaCollectives>(*rendezvous_, *comm_, recorder_, rank_, size_,
                                                 device, timeout_);
@@ -907,6 +682,13 @@ CudaCollectives* RingBackend::cudaPath(const CheckScope& s, const at::Tensor& t)
                         "device_id); use one device per rank, e.g. torch.cuda.set_device(local_rank)"));
   }
   return cuda_->usable() ? cuda_.get() : nullptr;
+}
+
+DedicatedStream& RingBackend::stagingStream(const at::Device& device) {
+  std::lock_guard<std::mutex> lock(cudaMutex_);
+  auto& slot = stagingStreams_[device.index()];
+  if (!slot) slot = std::make_unique<DedicatedStream>(device.index());
+  return *slot;
 }
 #endif
 
@@ -944,33 +726,43 @@ c10::intrusive_ptr<c10d::Work> RingBackend::pointToPoint(bool isSend, at::Tensor
     if (peer == rank_) failUsage(s, strCat("rank ", rank_, " cannot ", name, " itself"));
   }
   if (size_ == 1) failUsage(s, "a group of one rank has no peer to exchange with");
+  const c10d::OpType type =
+      isSend ? c10d::OpType::SEND : (peer < 0 ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV);
+  at::Tensor data = tensor;
+  c10::intrusive_ptr<c10d::Work> deviceWork;
+#ifdef RING_WITH_CUDA
+  std::shared_ptr<StagedCall> staged;
   if (tensor.is_cuda()) {
-    noteStaging();
-    at::Tensor host = stagingCopy(tensor);
-    auto w = pointToPoint(isSend, host, peer, tag, name);
-    w->wait();
-    if (!isSend) tensor.copy_(host);
-    auto work = c10::make_intrusive<RingWork>(rank_, isSend ? c10d::OpType::SEND
-                                                            : c10d::OpType::RECV,
-                                              0, std::vector<at::Tensor>{tensor});
-    int src = -1;
-    if (!isSend) src = w->sourceRank();
-    work->complete(nullptr, src);
-    return work;
+    staged = std::make_shared<StagedCall>(strCat(name, " on rank ", rank_), type, 0, rank_,
+                                          stagingStream(tensor.device()),
+                                          isSend ? Tensors{tensor} : Tensors{},
+                                          isSend ? Tensors{} : Tensors{tensor});
+    data = isSend ? staged->hostInputs()[0] : staged->hostOutputs()[0];
+    // The engine reads a send's bytes as soon as it is posted: they must have landed.
+    if (isSend) staged->waitCopiedIn(timeout_);
+    deviceWork = staged->work();
   }
-  auto work = c10::make_intrusive<RingWork>(
-      rank_, isSend ? c10d::OpType::SEND : (peer < 0 ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV),
-      0, std::vector<at::Tensor>{tensor});
+#else
+  if (tensor.is_cuda()) {
+    failUsage(s, "CUDA tensors need a build of torch_ring_backend with CUDA (rebuild with "
+                 "TORCH_RING_CUDA=1)");
+  }
+#endif
+  auto work = c10::make_intrusive<RingWork>(rank_, type, 0, Tensors{data});
   P2POp op;
   op.isSend = isSend;
   op.peer = peer;
   op.tag = tag;
-  op.data = tensor.data_ptr();
-  op.bytes = tensor.numel() * static_cast<int64_t>(tensor.element_size());
+  op.data = data.data_ptr();
+  op.bytes = data.numel() * static_cast<int64_t>(data.element_size());
   op.timeout = timeout_;
   // The lambda holds the tensor so its storage outlives the transfer.
-  op.done = [work, tensor](std::exception_ptr error, int source) { work->complete(error, source); };
+  op.done = [work, data](std::exception_ptr error, int source) { work->complete(error, source); };
+#ifdef RING_WITH_CUDA
+  if (staged) finishWhenDone(work, staged);
+#endif
   p2p().post(std::move(op));
+  if (deviceWork) return deviceWork;
   return work;
 }
 

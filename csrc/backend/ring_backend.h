@@ -1,20 +1,24 @@
-// The c10d::Backend of "ring": validates arguments on the caller's thread, then runs each
-// collective, in issue order, on one worker thread per group over the core Communicator.
+// The c10d::Backend of "ring": the torch-facing front door. Each collective checks its
+// arguments on the caller's thread (errors name the collective, the rank and what was
+// expected), then takes one of three paths:
+//   - CUDA tensors of all_reduce, reduce_scatter_tensor, all_gather_into_tensor and broadcast
+//     on a group whose links all have peer memory: one CUDA ring kernel (cuda_collectives.h);
+//   - CPU tensors: the group's worker runs the host ring over them (work_queue.h);
+//   - other CUDA tensors: the same host call over pinned host copies (staging.h).
 // Point-to-point operations go to their own progress engine (executor/p2p_engine.h).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include <condition_variable>
-#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <thread>
 
 #include "backend/ring_work.h"
 #include "backend/store_adapter.h"
+#include "backend/work_queue.h"
 #include "executor/communicator.h"
 #include "executor/flight_recorder.h"
 #include "executor/p2p_engine.h"
@@ -22,10 +26,25 @@
 
 namespace ring {
 
+struct CheckScope;        // backend/tensor_checks.h
 #ifdef RING_WITH_CUDA
-class CudaCollectives;  // backend/cuda_glue.h
-struct CheckScope;      // backend/tensor_checks.h
+class CudaCollectives;    // backend/cuda_collectives.h
+class DedicatedStream;    // backend/cuda_sync.h
+class StagedCall;         // backend/staging.h
 #endif
+
+using Tensors = std::vector<at::Tensor>;
+
+// One call as the host ring runs it: its tensors, and a body that runs it over the tensors it
+// is handed (the caller's own CPU tensors, or pinned host copies of CUDA ones).
+struct HostCall {
+  c10d::OpType type;
+  std::string detail;  // for the flight recorder: "1000 x float32, op SUM"
+  Tensors inputs;      // read by the body
+  Tensors outputs;     // written by the body; the Work's result (may alias inputs)
+  std::chrono::milliseconds timeout;
+  std::function<void(const CallInfo&, const Tensors& in, const Tensors& out)> body;
+};
 
 class RingBackend : public c10d::Backend {
  public:
@@ -51,7 +70,8 @@ class RingBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::AllgatherOptions& opts) override;
-  // Deprecated in torch (dist.all_gather_coalesced) but still callable: one list per input.
+  // Deprecated in torch (dist.all_gather_coalesced) but still callable: one output list per
+  // RANK, each holding one tensor per input (torch's documented convention, as gloo checks).
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(
       std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
       const c10d::AllgatherOptions& opts) override;
@@ -93,24 +113,16 @@ class RingBackend : public c10d::Backend {
   const std::string& groupName() const { return groupName_; }
 
  private:
-  using Body = std::function<void(const CallInfo&)>;
-  struct Task {
-    c10::intrusive_ptr<RingWork> work;
-    CallInfo call;
-    uint64_t recordId;
-    std::string name;
-    Body body;
-  };
-
-  // Queues `body` for the worker and returns its Work (completed with `outputs`).
-  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* name, std::string detail,
-                                         std::vector<at::Tensor> outputs,
-                                         std::chrono::milliseconds timeout, Body body);
   std::chrono::milliseconds effectiveTimeout(std::chrono::milliseconds t) const;
-  void workerLoop();
+  // The one dispatch of every host-ring call: CPU tensors to the worker, CUDA ones staged.
+  c10::intrusive_ptr<c10d::Work> run(const CheckScope& s, HostCall call);
+  c10::intrusive_ptr<RingWork> push(const char* name, uint64_t seq, HostCall call,
+                                    std::function<void(const CallInfo&)> beforeBody = nullptr);
   P2PEngine& p2p();
   c10::intrusive_ptr<c10d::Work> pointToPoint(bool isSend, at::Tensor tensor, int peer, int tag,
                                               const char* name);
+  // Blocks until the CUDA kernels enqueued so far have ended (barrier waits for all earlier work).
+  void waitCudaWork();
 
   std::chrono::milliseconds timeout_;
   std::string groupName_;
@@ -119,34 +131,31 @@ class RingBackend : public c10d::Backend {
   std::unique_ptr<Communicator> comm_;
   FlightRecorder recorder_;
   std::atomic<uint64_t> seq_{0};
-
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<Task> queue_;
-  bool stopping_ = false;
-  std::thread worker_;
+  std::unique_ptr<WorkQueue> queue_;
 
   std::mutex p2pMutex_;
   std::unique_ptr<P2PEngine> p2p_;
 
-  // CUDA tensors of all_reduce, reduce_scatter_tensor, all_gather_into_tensor and broadcast run
-  // on the CUDA ring kernels (backend/cuda_glue.h) when every link has a peer path.
   // This incarnation's view of the group's store (transport/group_rendezvous.h): the links
   // are set up through it, and so is the CUDA path on first use.
   std::unique_ptr<StoreRendezvous> store_;
   std::unique_ptr<GroupRendezvous> rendezvous_;
 #ifdef RING_WITH_CUDA
-  // The kernel path for tensor `t`, set up (collectively) on the first CUDA collective; null
-  // when the group stages CUDA tensors through host memory instead. Throws a usage error if `t`
-  // is on another device than the one the group is bound to.
-  CudaCollectives* cudaPath(const CheckScope& s, const at::Tensor& t);
+  // The kernel path for tensor `t`: null for a CPU tensor, or when the group stages CUDA
+  // tensors through host memory instead. Set up (collectively) on the first CUDA call of the
+  // four kernel collectives; a tensor on another device than the group's is a usage error.
+  CudaCollectives* kernelPath(const CheckScope& s, const at::Tensor& t);
+  // The stream staged calls on `device` copy on (created on first use).
+  DedicatedStream& stagingStream(const at::Device& device);
+  // Copies a staged call's outputs back once its host part (hostWork) has ended.
+  static void finishWhenDone(const c10::intrusive_ptr<RingWork>& hostWork,
+                             const std::shared_ptr<StagedCall>& staged);
   std::mutex cudaMutex_;
   bool cudaTried_ = false;
+  std::map<c10::DeviceIndex, std::unique_ptr<DedicatedStream>> stagingStreams_;
   // Declared last: destroyed first, while the communicator it reports to still exists.
   std::unique_ptr<CudaCollectives> cuda_;
 #endif
-  // Blocks until the CUDA kernels enqueued so far have ended (barrier waits for all earlier work).
-  void waitCudaWork();
 };
 
 }  // namespace ring

@@ -21,6 +21,8 @@ class RingWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   uint64_t getSequencenumber() const override;
   int sourceRank() const override;
+  // The source of a completed receive from any source, or -1 (never throws).
+  int completedSource() const { return sourceRank_.load(); }
 
   // Called once, on the thread that ran the collective.
   void complete(std::exception_ptr error, int sourceRank = -1);

@@ -138,4 +138,22 @@ void checkListSize(const CheckScope& s, size_t got, size_t expected, const std::
   }
 }
 
+bool overlaps(const at::Tensor& a, const at::Tensor& b) {
+  const char* pa = static_cast<const char*>(a.data_ptr());
+  const char* pb = static_cast<const char*>(b.data_ptr());
+  const int64_t na = a.numel() * static_cast<int64_t>(a.element_size());
+  const int64_t nb = b.numel() * static_cast<int64_t>(b.element_size());
+  return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
+}
+
+void checkAllGatherAliasing(const CheckScope& s, const at::Tensor& input, const at::Tensor& output) {
+  const int64_t blockBytes = input.numel() * static_cast<int64_t>(input.element_size());
+  const char* ownBlock = static_cast<const char*>(output.data_ptr()) + blockBytes * s.rank;
+  if (overlaps(input, output) && static_cast<const char*>(input.data_ptr()) != ownBlock) {
+    failUsage(s, strCat("input overlaps the output but is not this rank's block (block ", s.rank,
+                        " of ", s.size, "); pass a separate input or output.narrow() of block ",
+                        s.rank));
+  }
+}
+
 }  // namespace ring

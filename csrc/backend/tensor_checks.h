@@ -40,4 +40,10 @@ void checkListSize(const CheckScope& s, size_t got, size_t expected, const std::
 
 std::string shapeString(const at::Tensor& t);
 
+// Whether the bytes of two tensors overlap (empty tensors overlap nothing).
+bool overlaps(const at::Tensor& a, const at::Tensor& b);
+// all_gather_into_tensor: an input inside the output must be exactly this rank's block (FSDP
+// passes output.narrow() of it); any other overlap would be overwritten before it is sent.
+void checkAllGatherAliasing(const CheckScope& s, const at::Tensor& input, const at::Tensor& output);
+
 }  // namespace ring

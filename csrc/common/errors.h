@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -48,6 +49,17 @@ std::string strCat(const Args&... args) {
   std::ostringstream os;
   detail::appendAll(os, args...);
   return os.str();
+}
+
+// The text of a caught exception ("unknown error" for one that is not a std::exception).
+inline std::string messageOf(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
 }
 
 }  // namespace ring

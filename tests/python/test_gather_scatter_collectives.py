@@ -203,23 +203,45 @@ def test_reduce_scatter_every_form(pool, world):
     assert_reports_pass(pool.run(reduce_scatter_forms), f"reduce_scatter, world {world}")
 
 
+# The example of dist.all_gather_coalesced's docstring (torch 2.x), for 2 ranks: rank r passes
+# DOC_INPUTS[r]; both ranks get output_tensor_lists == DOC_INPUTS (one list per RANK, each with
+# one tensor per input).
+DOC_INPUTS = [
+    [[[1, 1], [1, 1]], [2], [3, 3]],
+    [[[3, 3], [3, 3]], [5], [1, 1]],
+]
+
+
 def all_gather_coalesced_case(ctx):
-    """torch's deprecated dist.all_gather_coalesced (one output list per input) still works."""
+    """torch's deprecated dist.all_gather_coalesced, by its documented convention: the docstring's
+    own example (world 2), and for every world output_tensor_lists[r][i] == input i of rank r,
+    the same as gloo's in the same run."""
     import warnings
 
     report = Report()
     w, me = ctx.world, ctx.rank
-    specs = [(3, torch.float32), (0, torch.float32), (w + 2, torch.float32)]  # torch wants one dtype
-    inputs = [payload(me, n, dtype, seed=i) for i, (n, dtype) in enumerate(specs)]
-    outputs = [[torch.empty(n, dtype=dtype) for _ in range(w)] for n, dtype in specs]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
+        if w == 2:
+            inputs = [torch.tensor(t, dtype=torch.int64) for t in DOC_INPUTS[me]]
+            outputs = [[torch.full_like(t, -1) for t in inputs] for _ in range(w)]
+            dist.all_gather_coalesced(outputs, inputs)
+            for r in range(w):
+                for i, t in enumerate(DOC_INPUTS[r]):
+                    report.check(f"docstring example [{r}][{i}]", outputs[r][i],
+                                 torch.tensor(t, dtype=torch.int64))
+        specs = [(3, torch.float32), (0, torch.float32), (w + 2, torch.float32)]  # one dtype
+        inputs = [payload(me, n, dtype, seed=i) for i, (n, dtype) in enumerate(specs)]
+        outputs = [[torch.empty(n, dtype=dtype) for n, dtype in specs] for _ in range(w)]
         dist.all_gather_coalesced(outputs, inputs)
-    report.check("reached all_gather_coalesced", torch.tensor(_last_collective() == "all_gather_coalesced"),
-                 torch.tensor(True))
-    for i, (n, dtype) in enumerate(specs):
-        for r in range(w):
-            report.check(f"input {i} from rank {r}", outputs[i][r], payload(r, n, dtype, seed=i))
+        report.check("reached all_gather_coalesced",
+                     torch.tensor(_last_collective() == "all_gather_coalesced"), torch.tensor(True))
+        gloo = [[torch.empty(n, dtype=dtype) for n, dtype in specs] for _ in range(w)]
+        dist.all_gather_coalesced(gloo, inputs, group=ctx.gloo)
+    for r in range(w):
+        for i, (n, dtype) in enumerate(specs):
+            report.check(f"rank {r}'s input {i}", outputs[r][i], payload(r, n, dtype, seed=i))
+            report.check(f"rank {r}'s input {i} as gloo gathers it", outputs[r][i], gloo[r][i])
     return report
 
 

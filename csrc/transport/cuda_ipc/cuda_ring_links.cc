@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <thread>
+#include <vector>
 
 #include "common/errors.h"
 #include "common/logging.h"
@@ -54,6 +56,7 @@ int localOrdinalOf(const uint8_t* uuid) {
 
 std::string infoKey(int rank) { return strCat("ring/cuda/info/", rank); }
 std::string verdictKey(int rank) { return strCat("ring/cuda/verdict/", rank); }
+std::string closedKey() { return "ring/cuda/closed"; }
 
 void copyProblem(CudaPeerInfo* info, const std::string& text) {
   std::strncpy(info->problem, text.c_str(), sizeof info->problem - 1);
@@ -109,6 +112,33 @@ CudaRingLinks::CudaRingLinks(Rendezvous& store, int rank, int size, const CudaLi
   }
   store.set(infoKey(rank), encodePeerInfo(opts.hostId, mine));
 
+  // Every rank's record (a store timeout here means a peer never arrived: throws). A record
+  // that does not decode declines the links to that rank.
+  std::vector<std::string> hosts(static_cast<size_t>(size));
+  std::vector<CudaPeerInfo> infos(static_cast<size_t>(size));
+  std::vector<std::string> unreadable(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) {
+      hosts[r] = opts.hostId;
+      infos[r] = mine;
+      continue;
+    }
+    const std::string value = store.get(infoKey(r), opts.timeout);
+    try {
+      decodePeerInfo(value, &hosts[r], &infos[r]);
+    } catch (const RingError& e) {
+      unreadable[r] = e.what();
+      std::memset(&infos[r], 0, sizeof infos[r]);
+    }
+  }
+
+  // Refused outright (every rank says so, with the same words): more blocks than fit.
+  std::string fatal;
+  if (mine.ready) {
+    fatal = coResidencyProblem(ranksSharingGpuInProcess(infos, mine), opts.geometry.channels,
+                               smCount_, footprint_.minBlocksPerSm);
+  }
+
   // This rank's verdict on its own two links (one when next == prev).
   const int next = ringNext(rank, size);
   const int prev = ringPrev(rank, size);
@@ -116,21 +146,16 @@ CudaRingLinks::CudaRingLinks(Rendezvous& store, int rank, int size, const CudaLi
   char* nextPtr = nullptr;
   char* prevPtr = nullptr;
   for (int peer : {next, prev}) {
+    if (!verdict.empty() || !fatal.empty()) break;
     if (peer == prev && prev == next && nextPtr != nullptr) {
       prevPtr = nextPtr;  // two ranks: one neighbour, one mapping
       break;
     }
-    std::string theirHost;
-    CudaPeerInfo theirs;
-    // Always read the record (a store timeout here means the peer never arrived: throws).
-    std::string value = store.get(infoKey(peer), opts.timeout);
-    if (!verdict.empty()) continue;
-    try {
-      decodePeerInfo(value, &theirHost, &theirs);
-    } catch (const RingError& e) {
-      verdict = strCat("rank ", rank, " -> rank ", peer, ": ", e.what());
-      continue;
+    if (!unreadable[peer].empty()) {
+      verdict = strCat("rank ", rank, " -> rank ", peer, ": ", unreadable[peer]);
+      break;
     }
+    const CudaPeerInfo& theirs = infos[peer];
     int theirLocal = -1;
     int canAccess = 0;
     if (mine.ready && theirs.ready && std::memcmp(mine.uuid, theirs.uuid, 16) != 0) {
@@ -140,7 +165,7 @@ CudaRingLinks::CudaRingLinks(Rendezvous& store, int rank, int size, const CudaLi
         canAccess = 0;
       }
     }
-    PathChoice choice = choosePeerPath(opts.hostId, mine, theirHost, theirs, theirLocal, canAccess != 0);
+    PathChoice choice = choosePeerPath(opts.hostId, mine, hosts[peer], theirs, theirLocal, canAccess != 0);
     std::string how;
     void* ptr = nullptr;
     if (choice.path == PeerPath::Direct) {
@@ -171,24 +196,31 @@ CudaRingLinks::CudaRingLinks(Rendezvous& store, int rank, int size, const CudaLi
     }
     if (choice.path == PeerPath::Declined) {
       verdict = strCat("rank ", rank, " -> rank ", peer, ": ", choice.reason);
-      continue;
+      break;
     }
     description_ += strCat(description_.empty() ? "" : "; ", "rank ", rank, " <-> rank ", peer,
                            ": ", how);
     if (peer == next) nextPtr = static_cast<char*>(ptr);
     if (peer == prev) prevPtr = static_cast<char*>(ptr);
   }
-  store.set(verdictKey(rank), verdict.empty() ? std::string("ok") : "no:" + verdict);
+  const std::string myVerdict =
+      !fatal.empty() ? "err:" + fatal : (verdict.empty() ? std::string("ok") : "no:" + verdict);
+  store.set(verdictKey(rank), myVerdict);
 
   // Every rank reads every verdict: the same answer everywhere, and the same first reason.
   usable_ = true;
+  std::string firstFatal;
   for (int r = 0; r < size; ++r) {
-    std::string v = r == rank ? (verdict.empty() ? std::string("ok") : "no:" + verdict)
-                              : store.get(verdictKey(r), opts.timeout);
+    const std::string v = r == rank ? myVerdict : store.get(verdictKey(r), opts.timeout);
+    if (v.rfind("err:", 0) == 0 && firstFatal.empty()) firstFatal = strCat("rank ", r, ": ", v.substr(4));
     if (v != "ok" && usable_) {
       usable_ = false;
-      declineReason_ = v.size() > 3 ? v.substr(3) : v;
+      declineReason_ = v.size() > 3 ? v.substr(v.find(':') + 1) : v;
     }
+  }
+  if (!firstFatal.empty()) {
+    release();  // no kernel ever ran: nothing can still write into this memory
+    throw RingError(firstFatal);
   }
   if (!usable_) {
     description_ = "declined: " + declineReason_;
@@ -204,6 +236,12 @@ CudaRingLinks::CudaRingLinks(Rendezvous& store, int rank, int size, const CudaLi
 }
 
 void CudaRingLinks::allocate(int rank) {
+  // Every ring kernel loaded now, with the stack it needs (see prepareRingKernels), and what
+  // the co-residency check needs to know.
+  std::string unprepared = prepareRingKernels(&footprint_);
+  if (!unprepared.empty()) throw RingError(strCat("rank ", rank, ": ", unprepared));
+  RING_CUDA_CHECK(cudaDeviceGetAttribute(&smCount_, cudaDevAttrMultiProcessorCount, device_),
+                  "rank ", rank);
   const int64_t bytes = fifoInboxBytes(peers_.geometry);
   void* p = nullptr;
   RING_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(bytes)), "rank ", rank, ": the CUDA inbox of ",
@@ -259,6 +297,29 @@ void CudaRingLinks::release() {
 }
 
 CudaRingLinks::~CudaRingLinks() { release(); }
+
+void CudaRingLinks::closeCollectively(Rendezvous& store, std::chrono::milliseconds timeout) {
+  if (size_ == 1 || !usable_ || inbox_ == nullptr) return;
+  // 1. Unmap the neighbours' inboxes: this rank will write into them no more.
+  for (void* p : opened_) closeIpcHandle(p);
+  opened_.clear();
+  // 2. Wait until every rank has done the same (its kernels ended before it got here), so no
+  //    peer maps or writes this rank's inbox any longer...
+  store.add(closedKey(), 1);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (store.add(closedKey(), 0) < size_) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      // ... and if some rank never comes (it died, or left without shutting down), keep the
+      // memory rather than free what it might still write into.
+      RING_LOG(kLogWarn, "rank ", rank_, ": not every rank of the group closed its CUDA links "
+               "within ", timeout.count(), " ms; keeping this rank's CUDA inbox allocated");
+      keepMemory_ = true;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  // 3. Now freeing is safe (release() frees it).
+}
 
 void CudaRingLinks::requestAbort() {
   if (hostControl_ != nullptr) raiseAbort(hostControl_);

@@ -59,6 +59,12 @@ class CudaRingLinks {
   // block) instead of freeing memory a peer could write into.
   void keepMemory() { keepMemory_ = true; }
 
+  // Collective, at shutdown, after this rank's kernels have ended: unmaps the neighbours'
+  // inboxes, then waits (through the store, at most `timeout`) until every rank has, so that
+  // the destructor frees an inbox no peer maps or writes any more. A rank that never arrives
+  // leaves the inbox allocated instead (keepMemory).
+  void closeCollectively(Rendezvous& store, std::chrono::milliseconds timeout);
+
  private:
   void allocate(int rank);
   void release();
@@ -75,6 +81,8 @@ class CudaRingLinks {
   HostMappedControl* hostControl_ = nullptr;  // host view of the control block
   std::vector<void*> opened_;              // IPC mappings to close
   std::string problem_;                    // why this rank cannot take part, if it cannot
+  RingKernelFootprint footprint_;          // of the ring kernels on this device
+  int smCount_ = 0;
   bool exported_ = false;
   unsigned char ipcHandle_[64] = {};
 };

@@ -98,6 +98,28 @@ PathChoice choosePeerPath(const std::string& myHost, const CudaPeerInfo& me,
   return c;
 }
 
+int ranksSharingGpuInProcess(const std::vector<CudaPeerInfo>& all, const CudaPeerInfo& me) {
+  int n = 0;
+  for (const CudaPeerInfo& p : all) {
+    if (p.ready && p.processToken == me.processToken && p.pid == me.pid &&
+        std::memcmp(p.uuid, me.uuid, sizeof me.uuid) == 0) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+std::string coResidencyProblem(int ranks, int channels, int smCount, int blocksPerSm) {
+  const int64_t need = static_cast<int64_t>(ranks) * channels;
+  const int64_t room = static_cast<int64_t>(smCount) * blocksPerSm;
+  if (need <= room) return {};
+  return strCat(ranks, " ranks of this process share one GPU, each running ", channels,
+                " ring-kernel blocks that wait for one another: ", need,
+                " blocks must be resident at once, but the GPU holds ", room, " (", smCount,
+                " SMs x ", blocksPerSm, " blocks). Lower TORCH_RING_CUDA_CHANNELS to at most ",
+                room / (ranks > 0 ? ranks : 1), ", or run the ranks as separate processes");
+}
+
 uint64_t processToken() {
   static const uint64_t token = [] {
     std::random_device rd;

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/fifo_layout.h"
 
@@ -57,6 +58,17 @@ struct PathChoice {
 PathChoice choosePeerPath(const std::string& myHost, const CudaPeerInfo& me,
                           const std::string& theirHost, const CudaPeerInfo& them,
                           int theirLocalOrdinal, bool canAccessPeer);
+
+// How many of `all` (every rank's record, this rank's included) are threads of the same process
+// as `me` on the same GPU with their inbox ready: their ring kernels run at the same time.
+int ranksSharingGpuInProcess(const std::vector<CudaPeerInfo>& all, const CudaPeerInfo& me);
+
+// Ring kernels that spin waiting for each other must all be resident on the GPU at once, or
+// the ones waiting hold the SMs the awaited ones need: a deadlock. Kernels of several ranks in
+// one process run concurrently (several processes on one GPU time-slice instead). "" when
+// `ranks` x `channels` blocks fit on `smCount` SMs of `blocksPerSm` ring-kernel blocks each;
+// otherwise the error, with the numbers and what to change.
+std::string coResidencyProblem(int ranks, int channels, int smCount, int blocksPerSm);
 
 // A random 64-bit token, the same for every call in this process.
 uint64_t processToken();

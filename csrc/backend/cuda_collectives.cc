@@ -1,8 +1,12 @@
-#include "backend/cuda_glue.h"
+#include "backend/cuda_collectives.h"
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/util/Exception.h>
+
+#include <atomic>
+#include <map>
+#include <set>
 
 #include "common/env.h"
 #include "common/errors.h"
@@ -24,6 +28,9 @@ constexpr std::chrono::seconds kAbortGrace{30};
 // The kernels' own spin limit lies this far beyond the group timeout: the host watchdog acts
 // first; the device limit only matters if the host stopped watching.
 constexpr std::chrono::seconds kDeviceSpinMargin{30};
+// How long shutdown waits for the other ranks to close their CUDA links before it keeps the
+// inbox allocated instead of freeing it (a rank that left without shutting down).
+constexpr std::chrono::seconds kCloseWait{30};
 
 RingWaitLimits limitsFor(std::chrono::milliseconds timeout) {
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout + kDeviceSpinMargin);
@@ -32,12 +39,26 @@ RingWaitLimits limitsFor(std::chrono::milliseconds timeout) {
 
 [[noreturn]] void raiseComm(const std::string& text) { C10_THROW_ERROR(DistBackendError, text); }
 
-bool overlaps(const at::Tensor& a, const at::Tensor& b) {
-  const char* pa = static_cast<const char*>(a.data_ptr());
-  const char* pb = static_cast<const char*>(b.data_ptr());
-  const int64_t na = a.numel() * static_cast<int64_t>(a.element_size());
-  const int64_t nb = b.numel() * static_cast<int64_t>(b.element_size());
-  return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
+std::atomic<uint64_t> gKernelCalls{0};
+
+// Two ranks of one process (threads as ranks) that both call on the legacy default stream can
+// deadlock: rank 0's wait() makes the default stream wait for kernel 0, which spins until
+// kernel 1 runs; rank 1's next call records its start on that same default stream, so kernel 1
+// queues behind the wait for kernel 0. Warned once per group and device.
+void noteDefaultStream(const std::string& group, int rank, const at::Device& device) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, int>, std::set<int>> ranksOnDefault;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::set<int>& ranks = ranksOnDefault[{group, device.index()}];
+  const bool had = ranks.size() >= 2;
+  ranks.insert(rank);
+  if (had || ranks.size() < 2) return;
+  RING_LOG(kLogWarn, "group '", group, "': ranks ", *ranks.begin(), " and ", *ranks.rbegin(),
+           " of this process both call ring collectives on the default stream of ",
+           device.str(), ". A wait() on one rank's work then queues the other rank's next "
+           "kernel behind it while the first kernel waits for that one: a deadlock until the "
+           "timeout. Give each rank thread its own stream (with torch.cuda.stream(torch.cuda."
+           "Stream()): ...).");
 }
 
 }  // namespace
@@ -45,7 +66,8 @@ bool overlaps(const at::Tensor& a, const at::Tensor& b) {
 CudaCollectives::CudaCollectives(Rendezvous& store, Communicator& comm,
                                  FlightRecorder& recorder, int rank, int size, at::Device device,
                                  std::chrono::milliseconds timeout)
-    : rank_(rank), size_(size), device_(device), groupName_(comm.groupName()) {
+    : rank_(rank), size_(size), device_(device), groupName_(comm.groupName()), store_(store),
+      timeout_(timeout) {
   const CudaKnobs& knobs = cudaKnobs();
   CudaLinkOptions opts;
   opts.device = device.index();
@@ -78,10 +100,7 @@ CudaCollectives::CudaCollectives(Rendezvous& store, Communicator& comm,
   }
   state_ = std::make_shared<CudaGroupState>(std::move(links), &comm, &recorder, rank, size);
   if (!ok) return;
-  // A stream of torch's pool: ordered with torch's allocator like any torch stream.
-  commStream_ = std::make_unique<c10::cuda::CUDAStream>(
-      c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index()));
-  RING_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "rank ", rank);
+  commStream_ = std::make_unique<DedicatedStream>(device_.index());
   watchdog_ = std::thread([this] {
     nameThisThread("ring-cuda-wdog");
     watchdogLoop();
@@ -97,8 +116,17 @@ CudaCollectives::~CudaCollectives() {
     watchCv_.notify_all();
     watchdog_.join();
   }
-  if (ready_ != nullptr) (void)cudaEventDestroy(ready_);
-  (void)cudaGetLastError();
+  // Every kernel of this rank has ended (or was given up on after an abort, which keeps the
+  // memory): the links can close, together with the other ranks'.
+  if (state_->brokenReason().empty()) {
+    try {
+      state_->links().closeCollectively(store_, std::min<std::chrono::milliseconds>(timeout_, kCloseWait));
+    } catch (const std::exception& e) {
+      state_->links().keepMemory();
+      RING_LOG(kLogWarn, "rank ", rank_, ": closing the CUDA links failed (", e.what(),
+               "); keeping the CUDA inbox allocated");
+    }
+  }
   // Works the user still holds keep the links (and so the inbox) alive through the state.
   state_->detach();
 }
@@ -124,7 +152,11 @@ c10::intrusive_ptr<c10d::Work> CudaCollectives::run(const CheckScope& s, c10d::O
     raiseComm(e.what());
   }
   c10::cuda::CUDAGuard guard(device_);
-  const cudaStream_t current = c10::cuda::getCurrentCUDAStream(device_.index()).stream();
+  const c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(device_.index());
+  const cudaStream_t current = caller.stream();
+  if (caller == c10::cuda::getDefaultCUDAStream(device_.index())) {
+    noteDefaultStream(groupName_, rank_, device_);
+  }
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(current, &capture) != cudaSuccess) (void)cudaGetLastError();
   if (capture != cudaStreamCaptureStatusNone) {
@@ -132,17 +164,14 @@ c10::intrusive_ptr<c10d::Work> CudaCollectives::run(const CheckScope& s, c10d::O
                  "counters are set on the host when it is enqueued, so a replayed graph would "
                  "run with stale counters. Run this collective outside the captured region.");
   }
-  const cudaStream_t comm = commStream_->stream();
-  try {
-    // The comm stream starts after everything the caller queued before this call (e.g. the
-    // kernel that produced the input).
-    RING_CUDA_CHECK(cudaEventRecord(ready_, current), "rank ", rank_);
-    RING_CUDA_CHECK(cudaStreamWaitEvent(comm, ready_, 0), "rank ", rank_);
-  } catch (const CommError& e) {
-    raiseComm(strCat("ring: ", describe(fp), " on rank ", rank_, ": ", e.what()));
-  }
+  const c10::cuda::CUDAStream commStream = commStream_->stream();
+  const cudaStream_t comm = commStream.stream();
+  // The comm stream starts after everything the caller queued before this call (e.g. the
+  // kernel that produced the input).
+  ready_.record(caller, "recording the caller's stream");
+  ready_.block(commStream, "ordering the comm stream after the caller's");
   auto keepAlive = [&](const at::Tensor& t) {
-    c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), *commStream_);
+    c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), commStream);
   };
   for (const at::Tensor& t : inputs) keepAlive(t);
   for (const at::Tensor& t : outputs) keepAlive(t);
@@ -172,7 +201,7 @@ c10::intrusive_ptr<c10d::Work> CudaCollectives::run(const CheckScope& s, c10d::O
   {
     // On this (enqueuing) thread, with the comm stream current: the Future's events are
     // recorded after the kernel.
-    c10::cuda::CUDAStreamGuard streamGuard(*commStream_);
+    c10::cuda::CUDAStreamGuard streamGuard(commStream);
     work->markFutureCompleted();
   }
   {
@@ -180,8 +209,11 @@ c10::intrusive_ptr<c10d::Work> CudaCollectives::run(const CheckScope& s, c10d::O
     pending_.push_back(work);
   }
   watchCv_.notify_all();
+  ++gKernelCalls;
   return work;
 }
+
+uint64_t CudaCollectives::kernelCallCount() { return gKernelCalls.load(); }
 
 c10::intrusive_ptr<c10d::Work> CudaCollectives::allReduce(const CheckScope& s, const at::Tensor& t,
                                                           DType d, RedOp op, double factor,
@@ -224,16 +256,8 @@ c10::intrusive_ptr<c10d::Work> CudaCollectives::allGather(const CheckScope& s,
                                                           const at::Tensor& output, DType d,
                                                           uint64_t seq,
                                                           std::chrono::milliseconds timeout) {
-  // FSDP passes an input that is a view of its own block of the output; any other overlap
-  // would be overwritten before it is sent.
+  // An input inside the output is this rank's block (checked by the caller: FSDP's case).
   const int64_t count = input.numel();
-  const int64_t blockBytes = count * static_cast<int64_t>(input.element_size());
-  const char* ownBlock = static_cast<const char*>(output.data_ptr()) + blockBytes * rank_;
-  if (overlaps(input, output) && static_cast<const char*>(input.data_ptr()) != ownBlock) {
-    failUsage(s, strCat("input overlaps the output but is not this rank's block (block ", rank_,
-                        " of ", size_, "); pass a separate input or output.narrow() of block ",
-                        rank_));
-  }
   const Fingerprint fp = makeFingerprint(Collective::AllGather, seq, count, d, RedOp::Sum, -1);
   const void* src = input.data_ptr();
   void* dst = output.data_ptr();

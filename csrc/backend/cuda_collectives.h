@@ -5,7 +5,8 @@
 // Per collective, on the calling thread:
 //   1. refuse CUDA graph capture (the kernels' counters advance on the host at enqueue time, so
 //      a replayed graph would run with stale counters);
-//   2. record an event on the caller's current stream; the comm stream waits on it;
+//   2. record an event on the caller's current stream; the comm stream (a dedicated,
+//      non-blocking stream of this group: cuda_sync.h) waits on it;
 //   3. recordStream every input and output on the comm stream (the caching allocator keeps
 //      their memory until the kernel is done, even if the caller drops them);
 //   4. launch the kernel on the comm stream, then record the end event;
@@ -27,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/cuda_sync.h"
 #include "backend/cuda_work.h"
 #include "backend/tensor_checks.h"
 #include "kernels/ring_launcher.h"
@@ -67,6 +69,10 @@ class CudaCollectives {
   // watchdog stops each at its timeout); throws CommError if the group broke. For barrier.
   void waitIdle();
 
+  // How many collectives have run as ring kernels in this process: GPU tests check that the
+  // calls they mean to run as kernels did.
+  static uint64_t kernelCallCount();
+
  private:
   using Launch = std::function<std::string(void* stream)>;
   c10::intrusive_ptr<c10d::Work> run(const CheckScope& s, c10d::OpType type, const Fingerprint& fp,
@@ -82,13 +88,15 @@ class CudaCollectives {
   const int size_;
   const at::Device device_;
   const std::string groupName_;
+  Rendezvous& store_;  // this set-up's keys; outlives this object (the backend's shutdown order)
+  const std::chrono::milliseconds timeout_;
   std::shared_ptr<CudaGroupState> state_;
 
   // Enqueue: one collective at a time (the counters and the comm stream's order).
   std::mutex enqueueMutex_;
   ChannelCounters counters_{};
-  std::unique_ptr<c10::cuda::CUDAStream> commStream_;
-  cudaEvent_t ready_ = nullptr;  // recorded on the caller's stream, waited on by the comm stream
+  std::unique_ptr<DedicatedStream> commStream_;
+  StreamEvent ready_;  // recorded on the caller's stream, waited on by the comm stream
 
   // Watchdog.
   std::mutex watchMutex_;

@@ -1,0 +1,68 @@
+// CUDA tensors of the calls that have no ring kernel (every collective but the four the kernels
+// cover, point-to-point, and every call of a group whose links have no peer-memory path) go
+// through pinned host memory and the host ring, asynchronously, with ProcessGroupNCCL's stream
+// semantics kept where a host step allows:
+//   on the caller's thread (StagedCall's constructor): a dedicated stream waits for the
+//     caller's current stream and copies the inputs into pinned host buffers; the call returns
+//     a Work at once;
+//   on the thread that runs the host collective: it first waits for those copies (bounded by
+//     the call's timeout), runs on the host buffers, then finish() queues the copies back into
+//     the caller's tensors on the dedicated stream and completes the Work's CUDA Future there;
+//   Work.wait(): blocks the CPU until the host part has run (a stream cannot wait for an event
+//     not recorded yet), then makes the caller's current stream wait for the copies back.
+// Written once for every collective: the host call itself is whatever the backend's CPU path
+// does with the host tensors.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cuda_sync.h"
+
+namespace ring {
+
+class StagedWork;
+
+class StagedCall {
+ public:
+  // Queues the copies in on `stream` (after the caller's current stream). `what` names the
+  // call in errors ("reduce (sequence 4) on rank 1").
+  StagedCall(std::string what, c10d::OpType type, uint64_t seq, int rank, DedicatedStream& stream,
+             std::vector<at::Tensor> inputs, std::vector<at::Tensor> outputs);
+  ~StagedCall();
+
+  // The host tensors to run the call on: one per input and output, in order. An input that is
+  // (a view into) an output is the same view into that output's host copy, so in-place calls
+  // stay in place.
+  const std::vector<at::Tensor>& hostInputs() const { return hostInputs_; }
+  const std::vector<at::Tensor>& hostOutputs() const { return hostOutputs_; }
+
+  // Blocks until the copies in have landed; throws TimeoutError after `timeout`.
+  void waitCopiedIn(std::chrono::milliseconds timeout) const;
+  // After the host call: on success copies the outputs back and completes the Work; on error
+  // fails it. `source`: a receive from any source's sender (else -1). Any thread; once.
+  void finish(std::exception_ptr error, int source = -1);
+
+  c10::intrusive_ptr<c10d::Work> work() const;
+
+ private:
+  const std::string what_;
+  DedicatedStream& stream_;
+  std::vector<at::Tensor> outputs_;  // the caller's, kept until the copies back are queued
+  std::vector<at::Tensor> inputs_;
+  std::vector<at::Tensor> hostInputs_, hostOutputs_;
+  StreamEvent copiedIn_;
+  c10::intrusive_ptr<StagedWork> work_;
+};
+
+// How many calls have been staged in this process: GPU tests check that the calls they mean
+// to run as kernels never come here.
+uint64_t stagedCallCount();
+
+}  // namespace ring

@@ -1,0 +1,64 @@
+// The worker of one group: runs the group's host collectives one at a time, in the order they
+// were issued, on one thread ("ring-worker"), records each in the flight recorder, and
+// completes its Work (and Future) with the outcome.
+//
+// Why one thread per group, in issue order: every rank issues a group's collectives in the
+// same order, so running them in that order on every rank pairs them up without any matching;
+// and the caller never blocks on communication (every call returns a Work at once).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "backend/ring_work.h"
+#include "executor/communicator.h"
+#include "executor/flight_recorder.h"
+
+namespace ring {
+
+class WorkQueue {
+ public:
+  struct Task {
+    const char* name;    // "all_reduce"
+    std::string detail;  // for the flight recorder: "1000 x float32, op SUM"
+    c10::intrusive_ptr<RingWork> work;
+    CallInfo call;
+    std::function<void(const CallInfo&)> body;
+  };
+
+  WorkQueue(int rank, std::string groupName, FlightRecorder& recorder);
+  // Runs what is queued, then stops (stop()).
+  ~WorkQueue();
+
+  // Queues `task`; throws (naming the collective) once the queue has stopped.
+  void push(Task task);
+  // Fails every task not yet started with "aborted" (abort()).
+  void dropPending();
+  // Runs what is queued (each bounded by its timeout), then ends the thread. Idempotent.
+  void stop();
+  // Blocks until every task queued so far has finished (bounded: each has a timeout).
+  void waitIdle();
+
+ private:
+  void loop();
+  void runOne(Task& task);
+
+  const int rank_;
+  const std::string groupName_;
+  FlightRecorder& recorder_;
+
+  std::mutex mutex_;
+  std::condition_variable wake_;  // a task was queued, or stop
+  std::condition_variable idle_;  // a task finished
+  std::deque<std::pair<uint64_t, Task>> queue_;  // (flight recorder id, task)
+  bool running_ = false;          // the worker is inside a task
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace ring
