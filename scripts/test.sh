@@ -4,12 +4,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
 
-echo "== C++ unit tests (and, where nvcc exists, the host-side tests of the CUDA path)"
+echo "== C++ unit tests (the CUDA kernels run on the host; where nvcc exists, the host side of the CUDA path)"
 BUILD_DIR=build/cpp-tests
 cmake -S . -B "$BUILD_DIR" -G Ninja -DRING_BUILD_EXTENSION=OFF -DRING_CUDA=AUTO \
   -DRING_BUILD_TESTS=ON >/dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 (cd "$BUILD_DIR" && ctest --output-on-failure -j1)
+
+echo "== the CUDA ring kernels, run on the host, under ThreadSanitizer"
+bash scripts/tsan.sh
 
 echo "== fuzzing the TCP wire parsers (bounded)"
 FUZZ_SECONDS=${FUZZ_SECONDS:-30} bash scripts/fuzz.sh

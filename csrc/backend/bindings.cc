@@ -57,13 +57,13 @@ PYBIND11_MODULE(_C, m) {
     return uint64_t{0};
 #endif
   }, "Collectives of this process that ran as CUDA ring kernels.");
-  m.def("staged_call_count", [] {
+  m.def("staged_calls", [] {
 #ifdef RING_WITH_CUDA
-    return ring::stagedCallCount();
+    return ring::stagedCalls();
 #else
-    return uint64_t{0};
+    return std::map<std::string, uint64_t>{};
 #endif
-  }, "CUDA calls of this process staged through pinned host memory.");
+  }, "CUDA calls of this process staged through pinned host memory, by collective.");
   m.attr("built_with_cuda") =
 #ifdef RING_WITH_CUDA
       true;

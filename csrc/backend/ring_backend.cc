@@ -157,7 +157,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::run(const CheckScope& s, HostCall ca
   const at::Device device = anyCuda(call.outputs) ? call.outputs[0].device() : call.inputs[0].device();
   const uint64_t seq = seq_++;
   auto staged = std::make_shared<StagedCall>(
-      strCat(s.collective, " (sequence ", seq, ") on rank ", rank_), call.type, seq, rank_,
+      s.collective, strCat(s.collective, " (sequence ", seq, ") on rank ", rank_), call.type, seq, rank_,
       stagingStream(device), call.inputs, call.outputs);
   call.inputs = staged->hostInputs();
   call.outputs = staged->hostOutputs();
@@ -733,7 +733,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::pointToPoint(bool isSend, at::Tensor
 #ifdef RING_WITH_CUDA
   std::shared_ptr<StagedCall> staged;
   if (tensor.is_cuda()) {
-    staged = std::make_shared<StagedCall>(strCat(name, " on rank ", rank_), type, 0, rank_,
+    staged = std::make_shared<StagedCall>(name, strCat(name, " on rank ", rank_), type, 0, rank_,
                                           stagingStream(tensor.device()),
                                           isSend ? Tensors{tensor} : Tensors{},
                                           isSend ? Tensors{} : Tensors{tensor});

@@ -15,7 +15,8 @@
 namespace ring {
 namespace {
 
-std::atomic<uint64_t> gStagedCalls{0};
+std::mutex gStagedMutex;
+std::map<std::string, uint64_t> gStagedCalls;
 
 void noteStaging() {
   static std::once_flag once;
@@ -49,7 +50,10 @@ at::Tensor pinnedLike(const at::Tensor& t) {
 
 }  // namespace
 
-uint64_t stagedCallCount() { return gStagedCalls.load(); }
+std::map<std::string, uint64_t> stagedCalls() {
+  std::lock_guard<std::mutex> lock(gStagedMutex);
+  return gStagedCalls;
+}
 
 // The device-side Work of a staged call (see staging.h for its semantics).
 class StagedWork : public c10d::Work {
@@ -132,11 +136,14 @@ class StagedWork : public c10d::Work {
   std::atomic<int> source_{-1};
 };
 
-StagedCall::StagedCall(std::string what, c10d::OpType type, uint64_t seq, int rank,
-                       DedicatedStream& stream, std::vector<at::Tensor> inputs,
+StagedCall::StagedCall(const char* collective, std::string what, c10d::OpType type, uint64_t seq,
+                       int rank, DedicatedStream& stream, std::vector<at::Tensor> inputs,
                        std::vector<at::Tensor> outputs)
     : what_(std::move(what)), stream_(stream), outputs_(std::move(outputs)), inputs_(std::move(inputs)) {
-  ++gStagedCalls;
+  {
+    std::lock_guard<std::mutex> lock(gStagedMutex);
+    ++gStagedCalls[collective];
+  }
   noteStaging();
   const c10::DeviceIndex device = stream.device();
   c10::cuda::CUDAGuard guard(device);

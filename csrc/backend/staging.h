@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,10 +32,11 @@ class StagedWork;
 
 class StagedCall {
  public:
-  // Queues the copies in on `stream` (after the caller's current stream). `what` names the
-  // call in errors ("reduce (sequence 4) on rank 1").
-  StagedCall(std::string what, c10d::OpType type, uint64_t seq, int rank, DedicatedStream& stream,
-             std::vector<at::Tensor> inputs, std::vector<at::Tensor> outputs);
+  // Queues the copies in on `stream` (after the caller's current stream). `collective` is
+  // counted (stagedCalls); `what` names the call in errors ("reduce (sequence 4) on rank 1").
+  StagedCall(const char* collective, std::string what, c10d::OpType type, uint64_t seq, int rank,
+             DedicatedStream& stream, std::vector<at::Tensor> inputs,
+             std::vector<at::Tensor> outputs);
   ~StagedCall();
 
   // The host tensors to run the call on: one per input and output, in order. An input that is
@@ -61,8 +63,8 @@ class StagedCall {
   c10::intrusive_ptr<StagedWork> work_;
 };
 
-// How many calls have been staged in this process: GPU tests check that the calls they mean
-// to run as kernels never come here.
-uint64_t stagedCallCount();
+// How many calls of each collective have been staged in this process: GPU tests check that
+// the calls they mean to run as kernels never come here.
+std::map<std::string, uint64_t> stagedCalls();
 
 }  // namespace ring

@@ -162,6 +162,32 @@ TEST(CudaHost, PathChoice) {
   EXPECT_EQ(c.path, PeerPath::Ipc);
 }
 
+// Ranks whose kernels run at the same time: threads of one process on one GPU. Other
+// processes time-slice the GPU; ranks on other GPUs use other SMs.
+TEST(CudaHost, RanksSharingAGpuInOneProcessAreCounted) {
+  const CudaPeerInfo me = info(1, 100, 0, 0xaa);
+  std::vector<CudaPeerInfo> all = {me, info(1, 100, 0, 0xaa), info(1, 100, 1, 0xbb),
+                                   info(2, 101, 0, 0xaa), info(1, 102, 0, 0xaa)};
+  EXPECT_EQ(ranksSharingGpuInProcess(all, me), 2);
+  all[1].ready = 0;  // a rank without an inbox runs no kernel
+  EXPECT_EQ(ranksSharingGpuInProcess(all, me), 1);
+  EXPECT_EQ(ranksSharingGpuInProcess({me}, me), 1);
+}
+
+TEST(CudaHost, CoResidencyIsRefusedWithTheNumbers) {
+  // H200: 132 SMs; one 512-thread ring-kernel block per SM, say.
+  EXPECT_EQ(coResidencyProblem(1, 32, 132, 1), "");
+  EXPECT_EQ(coResidencyProblem(4, 32, 132, 1), "");      // 128 blocks
+  EXPECT_EQ(coResidencyProblem(8, 16, 132, 1), "");      // exactly 128
+  const std::string text = coResidencyProblem(8, 32, 132, 1);  // 256 > 132
+  EXPECT_NE(text.find("8 ranks of this process share one GPU"), std::string::npos) << text;
+  EXPECT_NE(text.find("256 blocks must be resident at once, but the GPU holds 132"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("TORCH_RING_CUDA_CHANNELS to at most 16"), std::string::npos) << text;
+  // A kernel the GPU cannot hold at all (0 blocks per SM) is refused too.
+  EXPECT_NE(coResidencyProblem(1, 1, 132, 0), "");
+}
+
 TEST(CudaHost, PeerInfoSurvivesTheStore) {
   CudaPeerInfo a = info(0x1234567890abcdefULL, 4242, 3, 0x5c);
   for (int i = 0; i < 64; ++i) a.ipcHandle[i] = static_cast<uint8_t>(i * 7);
