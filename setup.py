@@ -57,7 +57,7 @@ setup(
     name="torch_ring_backend",
     version=(ROOT / "torch_ring_backend" / "_version.py").read_text().split('"')[1],
     description='The "ring" torch.distributed backend: our own ring collectives on CPU and CUDA',
-    packages=["torch_ring_backend"],
+    packages=["torch_ring_backend", "torch_ring_backend.bench"],
     ext_modules=[CMakeExtension("torch_ring_backend._C")],
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.9",

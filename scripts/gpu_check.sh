@@ -10,7 +10,7 @@
 #   tests.log         pytest tests/python/test_cuda.py -v, with per-test durations
 #   tests.xml         the same as JUnit XML
 #   bench_threads.log all_reduce, threads as ranks (no time slicing) vs a device copy
-#   bench_procs_N.log bench.py --device cuda, N processes on cuda:0 (vs nccl where it runs)
+#   bench_procs_N.log torch_ring_backend.bench --device cuda, N processes on cuda:0 (vs nccl where it runs)
 #   summary.log       one screen: each phase's time and exit code, the test counts, every
 #                     failing or skipped test with its reason, the benchmarks' last rows
 #

@@ -14,7 +14,8 @@
 #include "common/thread_name.h"
 #include "transport/cuda_ipc/cuda_check.h"
 #include "transport/cuda_ipc/cuda_env.h"
-#include "transport/group_rendezvous.h"
+#include "transport/host_identity.h"
+#include "transport/setup_keys.h"
 
 namespace ring {
 namespace {
@@ -63,7 +64,7 @@ void noteDefaultStream(const std::string& group, int rank, const at::Device& dev
 
 }  // namespace
 
-CudaCollectives::CudaCollectives(Rendezvous& store, Communicator& comm,
+CudaCollectives::CudaCollectives(Store& store, Communicator& comm,
                                  FlightRecorder& recorder, int rank, int size, at::Device device,
                                  std::chrono::milliseconds timeout)
     : rank_(rank), size_(size), device_(device), groupName_(comm.groupName()), store_(store),

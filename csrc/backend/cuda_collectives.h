@@ -32,7 +32,7 @@
 #include "backend/cuda_work.h"
 #include "backend/tensor_checks.h"
 #include "kernels/ring_launcher.h"
-#include "transport/rendezvous.h"
+#include "transport/store.h"
 
 namespace ring {
 
@@ -41,7 +41,7 @@ class CudaCollectives {
   // Collective over the group: exchanges inbox handles through `store`. Throws CommError if a
   // peer never arrives; a group whose links cannot all use peer memory is created anyway, with
   // usable() false (the caller stages through host memory).
-  CudaCollectives(Rendezvous& store, Communicator& comm, FlightRecorder& recorder, int rank,
+  CudaCollectives(Store& store, Communicator& comm, FlightRecorder& recorder, int rank,
                   int size, at::Device device, std::chrono::milliseconds timeout);
   // Waits for the kernels in flight (each bounded by its timeout), then stops the watchdog.
   ~CudaCollectives();
@@ -88,7 +88,7 @@ class CudaCollectives {
   const int size_;
   const at::Device device_;
   const std::string groupName_;
-  Rendezvous& store_;  // this set-up's keys; outlives this object (the backend's shutdown order)
+  Store& store_;  // this set-up's keys; outlives this object (the backend's shutdown order)
   const std::chrono::milliseconds timeout_;
   std::shared_ptr<CudaGroupState> state_;
 

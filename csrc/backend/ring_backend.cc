@@ -71,14 +71,14 @@ RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
   opts.groupName = groupName;
   groupName_ = std::move(groupName);
   try {
-    store_ = std::make_unique<StoreRendezvous>(store);
-    rendezvous_ = std::make_unique<GroupRendezvous>(*store_, rank, size);
+    store_ = std::make_unique<TorchStore>(store);
+    setupKeys_ = std::make_unique<SetupKeys>(*store_, rank, size);
     try {
       RING_LOG(kLogInfo, "group '", opts.groupName, "' rank ", rank, ": set-up number ",
-               rendezvous_->incarnation(), " of this group on its store");
-      comm_ = std::make_unique<Communicator>(*rendezvous_, rank, size, opts);
+               setupKeys_->incarnation(), " of this group on its store");
+      comm_ = std::make_unique<Communicator>(*setupKeys_, rank, size, opts);
     } catch (const std::exception& e) {
-      reportSetupFailure(*rendezvous_, rank, e.what());
+      reportSetupFailure(*setupKeys_, rank, e.what());
       throw;
     }
   } catch (const CommError& e) {
@@ -112,7 +112,7 @@ void RingBackend::shutdown() {
   // and the store, whose TCPStore server would otherwise outlive destroy_process_group().
   std::lock_guard<std::mutex> commLock(commMutex_);
   comm_.reset();
-  rendezvous_.reset();
+  setupKeys_.reset();
   store_.reset();
 }
 
@@ -665,7 +665,7 @@ CudaCollectives* RingBackend::kernelPath(const CheckScope& s, const at::Tensor& 
     TORCH_CHECK(comm_ != nullptr, "ring: ", s.collective, " on rank ", rank_,
                 " was called after the process group was shut down (destroy_process_group)");
     try {
-      cuda_ = std::make_unique<CudaCollectives>(*rendezvous_, *comm_, recorder_, rank_, size_,
+      cuda_ = std::make_unique<CudaCollectives>(*setupKeys_, *comm_, recorder_, rank_, size_,
                                                 device, timeout_);
     } catch (const CommError& e) {
       C10_THROW_ERROR(DistBackendError, strCat("ring: ", s.collective, " on rank ", rank_,

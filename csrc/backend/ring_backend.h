@@ -17,12 +17,12 @@
 #include <mutex>
 
 #include "backend/ring_work.h"
-#include "backend/store_adapter.h"
+#include "backend/torch_store.h"
 #include "backend/work_queue.h"
 #include "executor/communicator.h"
 #include "executor/flight_recorder.h"
 #include "executor/p2p_engine.h"
-#include "transport/group_rendezvous.h"
+#include "transport/setup_keys.h"
 
 namespace ring {
 
@@ -136,10 +136,10 @@ class RingBackend : public c10d::Backend {
   std::mutex p2pMutex_;
   std::unique_ptr<P2PEngine> p2p_;
 
-  // This incarnation's view of the group's store (transport/group_rendezvous.h): the links
+  // This incarnation's view of the group's store (transport/setup_keys.h): the links
   // are set up through it, and so is the CUDA path on first use.
-  std::unique_ptr<StoreRendezvous> store_;
-  std::unique_ptr<GroupRendezvous> rendezvous_;
+  std::unique_ptr<TorchStore> store_;
+  std::unique_ptr<SetupKeys> setupKeys_;
 #ifdef RING_WITH_CUDA
   // The kernel path for tensor `t`: null for a CPU tensor, or when the group stages CUDA
   // tensors through host memory instead. Set up (collectively) on the first CUDA call of the

@@ -1,131 +1,23 @@
 #include "executor/communicator.h"
 
 #include <sched.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 
 #include "common/env.h"
 #include "common/errors.h"
 #include "common/logging.h"
 #include "executor/cpu_executor.h"
-#include "kernels/reduce_table.h"
+#include "reduce/reduce_table.h"
 #include "schedule/ring_plan.h"
-#include "transport/mixed_transport.h"
-#include "transport/shm/shm_transport.h"
-#include "transport/tcp/tcp_transport.h"
+#include "transport/host_identity.h"
+#include "transport/select.h"
 
 namespace ring {
 
-std::string hostIdentity() {
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  std::string boot;
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::getline(f, boot);
-  // Processes in different IPC or PID namespaces cannot share /dev/shm segments or see each
-  // other's pids, so the namespaces are part of what "same host" means here.
-  struct stat ipc, pid;
-  std::string ns;
-  if (stat("/proc/self/ns/ipc", &ipc) == 0 && stat("/proc/self/ns/pid", &pid) == 0) {
-    ns = strCat(ipc.st_ino, "/", pid.st_ino);
-  }
-  return strCat(host, "|", boot, "|", ns);
-}
-
 namespace {
-
-// The machine part of a host identity ("host|boot id|namespaces" -> "host|boot id"): ranks in
-// other namespaces of the same machine cannot share memory with us but do share its cores.
-std::string machineOf(const std::string& identity) {
-  return identity.substr(0, identity.rfind('|'));
-}
-
-// Default slot size when every link of the group is TCP. Each frame costs a few system calls
-// and thread wake-ups whatever its size, and TCP copies through socket buffers anyway, so the
-// L2-sized shared-memory default buys nothing here: 4 ranks over TCP on 2 cores went from about
-// 0.65 to 0.84 GB/s busbw at 4-64 MiB with 1 MiB slots (docs/multihost.md).
-constexpr int64_t kTcpSlotBytes = 1024 * 1024;
-
-// True when no link of the group is shared memory. Decided from every rank's host identity
-// (the same list on every rank), so that all ranks pick the same slot size: the TCP handshake
-// and the shared-memory header both refuse a peer whose slots differ.
-bool allTcp(const std::string& mode, const std::vector<std::string>& hosts) {
-  // One rank has no links: keep the shared-memory default for it.
-  if (hosts.size() < 2 || mode == "shm") return false;
-  if (mode == "tcp") return true;
-  std::vector<std::string> sorted = hosts;
-  std::sort(sorted.begin(), sorted.end());
-  return std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
-}
-
-// Chooses the transport of every link. Ranks publish their host identity; in "auto" mode the
-// ranks that share this host (and so can map each other's shared memory) are linked by shared
-// memory, all others by TCP, and the two sets form one ring through a MixedTransport. "tcp"
-// puts every link on TCP, "shm" refuses a group that spans hosts. Construction order is the
-// same on every rank (shared memory among this host's ranks, then TCP), so the two set-up
-// phases never wait on each other.
-//
-// *localRanks: the ranks of the group on this machine (this one included), whatever links them
-// and whatever namespaces they run in - they still share its cores, which is what chooseSpin
-// needs to know (4 ranks over TCP on 2 cores spun 500 us each: 0.3 instead of 0.8 GB/s).
-// geometry->slotBytes may grow to kTcpSlotBytes, see allTcp.
-std::unique_ptr<Transport> connect(Rendezvous& store, int rank, int size, const CommOptions& opts,
-                                   bool slotBytesChosen, ShmGeometry* geometry, int* localRanks) {
-  const std::string mode = opts.transport.empty() ? env().transport : opts.transport;
-  RING_USAGE_CHECK(mode == "auto" || mode == "shm" || mode == "tcp", "ring: transport '", mode,
-                   "' must be auto, shm or tcp");
-  const std::string mine = opts.hostId.empty() ? hostIdentity() : opts.hostId;
-  store.set(strCat("ring/host/", rank), mine);
-  std::vector<int> local{rank}, remote;
-  std::vector<char> viaLocal(static_cast<size_t>(size), 0);
-  std::vector<std::string> hosts(static_cast<size_t>(size));
-  hosts[static_cast<size_t>(rank)] = mine;
-  *localRanks = 1;
-  for (int r = 0; r < size; ++r) {
-    if (r == rank) continue;
-    std::string theirs = store.get(strCat("ring/host/", r), opts.timeout);
-    hosts[static_cast<size_t>(r)] = theirs;
-    if (machineOf(theirs) == machineOf(mine)) ++*localRanks;
-    if (mode != "tcp" && theirs == mine) {
-      local.push_back(r);
-      viaLocal[static_cast<size_t>(r)] = 1;
-    } else {
-      remote.push_back(r);
-    }
-    if (mode == "shm" && theirs != mine) {
-      throw CommError(strCat(
-          "ring: rank ", rank, " and rank ", r, " are on different hosts (or namespaces): '",
-          mine, "' vs '", theirs, "', but TORCH_RING_TRANSPORT=shm allows shared memory only. "
-          "Unset it (auto: TCP between hosts) or set it to tcp."));
-    }
-  }
-  if (!slotBytesChosen && allTcp(mode, hosts)) geometry->slotBytes = kTcpSlotBytes;
-  std::unique_ptr<Transport> shm, tcp;
-  if (local.size() > 1 || remote.empty()) {
-    ShmGeometry g = *geometry;
-    g.nranks = static_cast<int>(local.size());
-    shm = std::make_unique<ShmTransport>(store, rank, size, local, g, opts.timeout);
-  }
-  if (!remote.empty()) {
-    TcpOptions t;
-    t.groupName = opts.groupName;
-    t.slotBytes = geometry->slotBytes;
-    t.slots = geometry->slots;
-    t.timeout = opts.timeout;
-    t.listenAddress = opts.listenAddress;
-    tcp = std::make_unique<TcpTransport>(store, rank, size, remote, t);
-  }
-  RING_LOG(kLogInfo, "group '", opts.groupName, "' rank ", rank, ": ", local.size() - 1,
-           " peer(s) over shared memory, ", remote.size(), " over TCP (transport ", mode, ")");
-  if (!tcp) return shm;
-  if (!shm) return tcp;
-  return std::make_unique<MixedTransport>(rank, size, std::move(shm), std::move(tcp),
-                                          std::move(viaLocal));
-}
 
 // Why adaptive: a waiter that spins answers within a microsecond when its peer runs on another
 // core (2 ranks on 2 cores: 13 us per small all_reduce instead of 50-170 us through futex
@@ -149,7 +41,7 @@ int64_t sliceElems(int64_t slotBytes, DType t) {
 
 }  // namespace
 
-Communicator::Communicator(Rendezvous& store, int rank, int size, const CommOptions& opts)
+Communicator::Communicator(Store& store, int rank, int size, const CommOptions& opts)
     : rank_(rank), size_(size), groupName_(opts.groupName) {
   RING_USAGE_CHECK(size >= 1 && rank >= 0 && rank < size, "ring: invalid rank ", rank,
                    " for a group of size ", size);
@@ -160,9 +52,15 @@ Communicator::Communicator(Rendezvous& store, int rank, int size, const CommOpti
   // A step that receives and sends holds its received slot until its own message is out, so
   // one slot per FIFO deadlocks a ring (tests/cpp/test_plans.cc shows it); two always suffice.
   RING_USAGE_CHECK(g.slots >= 2, "ring: a FIFO needs at least 2 slots, got ", g.slots);
+  TransportOptions t;
+  t.mode = opts.transport.empty() ? env().transport : opts.transport;
+  t.hostId = opts.hostId.empty() ? hostIdentity() : opts.hostId;
+  t.groupName = opts.groupName;
+  t.listenAddress = opts.listenAddress;
+  t.timeout = opts.timeout;
+  t.slotBytesChosen = opts.slotBytes > 0 || env().slotBytesSet;
   int localRanks = 1;
-  const bool slotBytesChosen = opts.slotBytes > 0 || env().slotBytesSet;
-  transport_ = connect(store, rank, size, opts, slotBytesChosen, &g, &localRanks);
+  transport_ = connectGroup(store, rank, size, t, &g, &localRanks);
   // After connect: an all-TCP group may have chosen larger slots; the plans slice by them.
   slotBytes_ = g.slotBytes;
   spinMicros_ = chooseSpin(localRanks);

@@ -16,7 +16,7 @@
 
 #include "common/types.h"
 #include "transport/link.h"
-#include "transport/rendezvous.h"
+#include "transport/store.h"
 
 namespace ring {
 
@@ -43,7 +43,7 @@ struct CallInfo {
 class Communicator {
  public:
   // Collective over the group: sets up the links to every peer through `store`.
-  Communicator(Rendezvous& store, int rank, int size, const CommOptions& opts);
+  Communicator(Store& store, int rank, int size, const CommOptions& opts);
   ~Communicator();
 
   int rank() const { return rank_; }
@@ -97,8 +97,5 @@ class Communicator {
   int spinMicros_ = 0;
   std::unique_ptr<Transport> transport_;
 };
-
-// The identity of this machine for transport selection: ranks with equal keys share memory.
-std::string hostIdentity();
 
 }  // namespace ring

@@ -6,29 +6,6 @@
 
 namespace ring {
 
-void verifyHeader(const MessageHeader& h, int myRank, int expectedSender, int64_t expectedStep,
-                  int64_t expectedBytes, const Fingerprint& expected) {
-  if (h.magic != kMessageMagic) {
-    throw CommError(strCat("ring: rank ", myRank, " received a corrupt message from rank ",
-                           expectedSender, " (bad magic 0x", std::hex, h.magic, std::dec,
-                           ") while running ", describe(expected)));
-  }
-  if (h.fingerprint != expected) {
-    throw CommError(strCat("ring: collective mismatch: rank ", h.sender, " called ",
-                           describe(h.fingerprint), ", rank ", myRank, " called ",
-                           describe(expected),
-                           ". Every rank of a group must issue the same collectives, with the "
-                           "same sizes, dtypes, ops and roots, in the same order."));
-  }
-  if (h.sender != expectedSender || h.step != expectedStep || h.payloadBytes != expectedBytes) {
-    throw CommError(strCat("ring: rank ", myRank, " running ", describe(expected),
-                           " expected message ", expectedStep, " of ", expectedBytes,
-                           " bytes from rank ", expectedSender, " but got message ", h.step,
-                           " of ", h.payloadBytes, " bytes from rank ", h.sender,
-                           ": the ranks disagree about the shape of this collective"));
-  }
-}
-
 namespace {
 
 void fillHeader(MessageHeader* h, int myRank, int64_t step, int64_t bytes, const Fingerprint& fp) {

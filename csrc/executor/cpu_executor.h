@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/reduce_table.h"
+#include "reduce/reduce_table.h"
 #include "schedule/ring_plan.h"
 #include "transport/link.h"
 
@@ -32,9 +32,5 @@ void sendBytes(SendLink& link, int myRank, const void* data, int64_t bytes,
 // Receives exactly `bytes` into `data` from `peer`; checks every header against `expected`.
 void recvBytes(RecvLink& link, int myRank, void* data, int64_t bytes, const Fingerprint& expected,
                const WaitContext& ctx);
-
-// Checks a received header; on any difference throws CommError naming both sides.
-void verifyHeader(const MessageHeader& h, int myRank, int expectedSender, int64_t expectedStep,
-                  int64_t expectedBytes, const Fingerprint& expected);
 
 }  // namespace ring

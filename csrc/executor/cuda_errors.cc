@@ -1,7 +1,7 @@
 #include "executor/cuda_errors.h"
 
 #include "common/errors.h"
-#include "executor/cpu_executor.h"
+#include "protocol/message_header.h"
 
 namespace ring {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "transport/fingerprint.h"
+#include "protocol/message_header.h"
 
 namespace ring {
 

@@ -3,7 +3,7 @@
 #include "kernels/reduce_kernels.h"
 
 #include "kernels/cuda_api.h"
-#include "kernels/reduce_ops.h"
+#include "reduce/reduce_ops.h"
 
 namespace ring {
 namespace {

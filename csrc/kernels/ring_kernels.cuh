@@ -38,9 +38,9 @@
 
 #include "kernels/device_flags.cuh"
 #include "kernels/fifo_layout.h"
-#include "kernels/reduce_ops.h"
+#include "reduce/reduce_ops.h"
 #include "kernels/ring_launcher.h"
-#include "kernels/ring_walk.h"
+#include "schedule/ring_walk.h"
 
 namespace ring {
 
@@ -368,9 +368,9 @@ __global__ void __launch_bounds__(kRingThreads) ringKernel(const __grid_constant
 
   const int64_t length = walkLength(w);
   for (int64_t k = 0; k < length; ++k) {
-    const WalkStep s = walkStep(w, k);
-    const bool receives = walkPrimReceives(s.prim);
-    const bool sends = walkPrimSends(s.prim);
+    const Step s = walkStep(w, k);
+    const bool receives = primReceives(s.prim);
+    const bool sends = primSends(s.prim);
     const int64_t bytes = s.count * esize;
     const int inSlot = fifoSlotOf(received, g.slots);
     const int outSlot = fifoSlotOf(sent, g.slots);

@@ -7,7 +7,7 @@
 #include "kernels/cuda_api.h"
 #include "kernels/reduce_kernels.h"
 #include "kernels/ring_kernels.cuh"
-#include "kernels/ring_walk.h"
+#include "schedule/ring_walk.h"
 
 namespace ring {
 namespace {

@@ -14,7 +14,7 @@
 #include "common/types.h"
 #include "kernels/device_error.h"
 #include "kernels/fifo_layout.h"
-#include "transport/fingerprint.h"
+#include "protocol/message_header.h"
 
 namespace ring {
 

@@ -20,23 +20,6 @@ namespace ring {
 
 const char* primName(Prim p);
 
-// Offsets and count are in elements. `src` indexes the input buffer, `dst` the output buffer
-// (they are the same buffer for in-place collectives).
-struct Step {
-  Prim prim;
-  int64_t src;
-  int64_t dst;
-  int64_t count;
-};
-
-inline bool primSends(Prim p) {
-  return p == Prim::Send || p == Prim::RecvReduceSend || p == Prim::RecvReduceCopySend ||
-         p == Prim::RecvCopySend;
-}
-inline bool primReceives(Prim p) { return p != Prim::Send && p != Prim::Copy; }
-inline bool primReduces(Prim p) {
-  return p == Prim::RecvReduceSend || p == Prim::RecvReduceCopySend || p == Prim::RecvReduceCopy;
-}
 
 // All-reduce in place on `count` elements: ring reduce-scatter then ring all-gather,
 // 2(n-1) messages per loop; chunk k is chunkRange(count, n, k).

@@ -21,6 +21,25 @@ enum class Prim : uint8_t {
   Copy,                // input[src]                      -> output[dst]   (local, no message)
 };
 
+// One step of a rank's schedule, the one step type of the CPU plans (ring_plan.h) and the
+// kernels' walk (ring_walk.h). Offsets and count are in elements. `src` indexes the input
+// buffer, `dst` the output buffer (the same buffer for in-place collectives).
+struct Step {
+  Prim prim;
+  int64_t src;
+  int64_t dst;
+  int64_t count;
+};
+
+RING_HOST_DEVICE bool primSends(Prim p) {
+  return p == Prim::Send || p == Prim::RecvReduceSend || p == Prim::RecvReduceCopySend ||
+         p == Prim::RecvCopySend;
+}
+RING_HOST_DEVICE bool primReceives(Prim p) { return p != Prim::Send && p != Prim::Copy; }
+RING_HOST_DEVICE bool primReduces(Prim p) {
+  return p == Prim::RecvReduceSend || p == Prim::RecvReduceCopySend || p == Prim::RecvReduceCopy;
+}
+
 struct StepShape {
   Prim prim;
   int chunk;  // index of the chunk (0 .. n-1) this step moves

@@ -1,5 +1,7 @@
 // What an algorithm sees of the network: one-directional links to peers, each a FIFO of
-// fixed-size message slots. A transport (shared memory today; TCP next) implements them.
+// fixed-size message slots. A transport implements them: shared memory within a host (shm/),
+// TCP between hosts (tcp/), or both at once, one per peer (mixed_transport.h); select.h decides
+// which serves each link.
 //
 // Protocol of a link, for the sender:   acquire -> fill header + payload -> publish
 //                     for the receiver: receive -> read header + payload -> release
@@ -9,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "transport/fingerprint.h"
+#include "protocol/message_header.h"
 #include "transport/wait.h"
 
 namespace ring {

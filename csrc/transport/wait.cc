@@ -46,7 +46,7 @@ constexpr std::chrono::milliseconds kSleepSlice{20};
 
 void waitUntil(const std::atomic<uint64_t>& word, uint64_t target,
                std::atomic<uint32_t>& sleepers, int peer, const char* what, int64_t detail,
-               const WaitContext& ctx, const char* causes) {
+               const WaitContext& ctx, const char* causes, LinkCheck link) {
   // acquire: payload written before the counter was published is visible after this load.
   if (word.load(std::memory_order_acquire) >= target) return;
   if (ctx.spinMicros > 0) {
@@ -74,6 +74,7 @@ void waitUntil(const std::atomic<uint64_t>& word, uint64_t target,
     if (word.load(std::memory_order_acquire) >= target) return;
     auto now = Clock::now();
     if (ctx.checkHealth) ctx.checkHealth(peer);
+    if (link.check != nullptr) link.check(link.self, peer);
     if (now >= ctx.deadline) {
       auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - ctx.start);
       throw TimeoutError(strCat(

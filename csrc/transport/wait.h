@@ -27,13 +27,21 @@ struct WaitContext {
   std::function<void(int peer)> checkHealth;
 };
 
+// A check of the link itself that a wait runs after ctx.checkHealth (between sleeps): throws to
+// end a wait that can never be satisfied (a TCP link whose connection ended short of the
+// target). A plain function and its object: nothing allocated per wait.
+struct LinkCheck {
+  void (*check)(const void* self, int peer) = nullptr;
+  const void* self = nullptr;
+};
+
 // Blocks until word >= target (64-bit monotonic counter). `sleepers` counts waiters that may be
 // asleep on the counter's low 32 bits; the publisher wakes them only when it is non-zero.
 // `what` describes the event ("rank 0 to send message 3"); `causes` lists what a timeout may
 // mean beyond the peer itself (the TCP links add the network). Throws TimeoutError or CommError.
 void waitUntil(const std::atomic<uint64_t>& word, uint64_t target,
                std::atomic<uint32_t>& sleepers, int peer, const char* what, int64_t detail,
-               const WaitContext& ctx, const char* causes = nullptr);
+               const WaitContext& ctx, const char* causes = nullptr, LinkCheck link = {});
 
 // Publishes a new counter value and wakes sleepers (if any).
 void publishCounter(std::atomic<uint64_t>& word, uint64_t value,

@@ -12,7 +12,7 @@
 #include "common/types.h"
 #include "executor/communicator.h"
 #include "float16_reference.h"
-#include "memory_rendezvous.h"
+#include "memory_store.h"
 #include "rank_threads.h"
 
 namespace ring {
@@ -37,7 +37,7 @@ inline CallInfo call(uint64_t seq, std::chrono::milliseconds timeout = std::chro
 // Every rank builds its Communicator on its own thread and runs `body`; returns what each threw.
 inline std::vector<RankOutcome> runGroup(int n, const std::function<void(Communicator&)>& body,
                                          const CommOptions& opts = smallSlotOptions()) {
-  MemoryRendezvous store;
+  MemoryStore store;
   return runRanks(n, [&](int rank) {
     Communicator comm(store, rank, n, opts);
     body(comm);

@@ -1,4 +1,4 @@
-// The CUDA kernels' walk (kernels/ring_walk.h) against the CPU plans (schedule/ring_plan.h):
+// The CUDA kernels' walk (schedule/ring_walk.h) against the CPU plans (schedule/ring_plan.h):
 // with one channel the walk must be the plan itself, step for step; with several channels each
 // channel must walk the plan of its own sub-range. Then every channel's walk runs in the plan
 // simulator with FIFOs of two slots (the smallest the kernels accept) and must produce the
@@ -10,7 +10,7 @@
 #include <set>
 #include <vector>
 
-#include "kernels/ring_walk.h"
+#include "schedule/ring_walk.h"
 #include "plan_simulator.h"
 #include "schedule/ring_plan.h"
 
@@ -44,8 +44,8 @@ WalkShape shapeOf(Collective kind, int n, int rank, int root, int64_t count, int
   return w;
 }
 
-std::vector<WalkStep> walkOf(const WalkShape& w) {
-  std::vector<WalkStep> out;
+std::vector<Step> walkOf(const WalkShape& w) {
+  std::vector<Step> out;
   const int64_t length = walkLength(w);
   for (int64_t k = 0; k < length; ++k) out.push_back(walkStep(w, k));
   return out;
@@ -55,15 +55,6 @@ std::vector<int> rootsOf(Collective kind, int n) {
   if (kind != Collective::Broadcast) return {-1};
   std::set<int> roots = {0, n / 2, n - 1};
   return std::vector<int>(roots.begin(), roots.end());
-}
-
-TEST(CudaWalk, PrimitivePredicatesMatchThePlanners) {
-  const Prim all[] = {Prim::Send, Prim::RecvReduceSend, Prim::RecvReduceCopySend,
-                      Prim::RecvReduceCopy, Prim::RecvCopySend, Prim::Recv, Prim::Copy};
-  for (Prim p : all) {
-    EXPECT_EQ(walkPrimSends(p), primSends(p)) << primName(p);
-    EXPECT_EQ(walkPrimReceives(p), primReceives(p)) << primName(p);
-  }
 }
 
 // One channel: the walk is the CPU plan, offsets of empty steps included.
@@ -80,7 +71,7 @@ TEST(CudaWalk, OneChannelIsTheCpuPlan) {
                                               << " root=" << root);
               const std::vector<Step> plan = planFor(kind, n, r, count, slice, root);
               const WalkShape w = shapeOf(kind, n, r, root, count, 1, 0, slice);
-              const std::vector<WalkStep> walk = walkOf(w);
+              const std::vector<Step> walk = walkOf(w);
               ASSERT_EQ(walk.size(), plan.size());
               for (size_t k = 0; k < plan.size(); ++k) {
                 ASSERT_EQ(walk[k].prim, plan[k].prim) << "step " << k;
@@ -144,7 +135,7 @@ TEST(CudaWalk, EachChannelWalksThePlanOfItsRange) {
                   const Range chan = chunkRange(count, channels, c);
                   const std::vector<Step> plan = planFor(kind, n, r, chan.count, slice, root);
                   const WalkShape w = shapeOf(kind, n, r, root, count, channels, c, slice);
-                  const std::vector<WalkStep> walk = walkOf(w);
+                  const std::vector<Step> walk = walkOf(w);
                   ASSERT_EQ(walk.size(), plan.size());
                   for (size_t k = 0; k < plan.size(); ++k) {
                     ASSERT_EQ(walk[k].prim, plan[k].prim) << "step " << k;
@@ -198,7 +189,7 @@ TEST(CudaWalk, EveryElementTakesTheCpuPlansPathWhateverTheChannels) {
                 }
                 for (int c = 0; c < channels; ++c) {
                   const WalkShape w = shapeOf(kind, n, r, root, count, channels, c, slice);
-                  for (const WalkStep& s : walkOf(w)) {
+                  for (const Step& s : walkOf(w)) {
                     addPath(&walk, walkDataPosition(w, s), s.count, s.prim);
                   }
                 }
@@ -228,10 +219,10 @@ TEST(CudaWalk, SenderAndReceiverPlaceEveryMessageAlike) {
                 std::vector<std::vector<std::pair<int64_t, int64_t>>> sent(n), received(n);
                 for (int r = 0; r < n; ++r) {
                   const WalkShape w = shapeOf(kind, n, r, root, count, channels, c, slice);
-                  for (const WalkStep& s : walkOf(w)) {
+                  for (const Step& s : walkOf(w)) {
                     const std::pair<int64_t, int64_t> m{walkDataPosition(w, s), s.count};
-                    if (walkPrimSends(s.prim)) sent[r].push_back(m);
-                    if (walkPrimReceives(s.prim)) received[r].push_back(m);
+                    if (primSends(s.prim)) sent[r].push_back(m);
+                    if (primReceives(s.prim)) received[r].push_back(m);
                   }
                 }
                 for (int r = 0; r < n; ++r) {
@@ -270,9 +261,9 @@ TEST(CudaWalk, MessageCountsMatchTheWalkAndBalanceAroundTheRing) {
                   const WalkShape w = shapeOf(kind, n, r, root, count, channels, c, slice);
                   walkMessages(w, &sends[r], &receives[r]);
                   int64_t s = 0, v = 0;
-                  for (const WalkStep& st : walkOf(w)) {
-                    s += walkPrimSends(st.prim) ? 1 : 0;
-                    v += walkPrimReceives(st.prim) ? 1 : 0;
+                  for (const Step& st : walkOf(w)) {
+                    s += primSends(st.prim) ? 1 : 0;
+                    v += primReceives(st.prim) ? 1 : 0;
                   }
                   ASSERT_EQ(sends[r], s) << collectiveName(kind) << " n=" << n << " rank=" << r;
                   ASSERT_EQ(receives[r], v) << collectiveName(kind) << " n=" << n << " rank=" << r;
@@ -347,7 +338,7 @@ TEST(CudaWalk, ChannelsSimulatedWithTwoSlotFifosGiveTheClosedForm) {
                 std::vector<sim::RankState> ranks;
                 for (int r = 0; r < n; ++r) {
                   sim::RankState st;
-                  for (const WalkStep& s : walkOf(shapeOf(kind, n, r, root, count, channels, c, slice))) {
+                  for (const Step& s : walkOf(shapeOf(kind, n, r, root, count, channels, c, slice))) {
                     st.steps.push_back(Step{s.prim, s.src, s.dst, s.count});
                   }
                   st.input = bufs[r].input;

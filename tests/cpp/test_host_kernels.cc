@@ -26,7 +26,7 @@
 #include "executor/cuda_errors.h"
 #include "host_kernel_ring.h"
 #include "kernels/host_shim.h"
-#include "kernels/ring_walk.h"
+#include "schedule/ring_walk.h"
 
 namespace ring {
 namespace {
@@ -334,7 +334,7 @@ TEST_P(HostKernels, MatchTheCpuExecutorBitForBit) {
   ASSERT_FALSE(mine.empty());
 
   HostKernelRing ring(world, geometryFor(channels));
-  MemoryRendezvous store;
+  MemoryStore store;
   std::vector<std::vector<RankResult>> results(static_cast<size_t>(world));
   auto outcomes = runRanks(world, [&](int rank) {
     Communicator comm(store, rank, world, smallSlotOptions());
@@ -419,7 +419,7 @@ TEST(HostKernelFailures, AMismatchReadsAsTheCpuPathsMessage) {
     EXPECT_EQ(kernelText[1].rfind(expected, 0), 0u) << kernelText[1];
 
     // The CPU executor, given the same two calls, says the same thing on rank 1.
-    MemoryRendezvous store;
+    MemoryStore store;
     std::vector<std::string> cpuText(static_cast<size_t>(n));
     runRanks(n, [&](int rank) {
       Communicator comm(store, rank, n, smallSlotOptions());

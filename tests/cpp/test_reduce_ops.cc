@@ -14,8 +14,8 @@
 #include "common/errors.h"
 #include "common/types.h"
 #include "float16_reference.h"
-#include "kernels/half_bits.h"
-#include "kernels/reduce_table.h"
+#include "reduce/half_bits.h"
+#include "reduce/reduce_table.h"
 
 namespace ring {
 namespace {

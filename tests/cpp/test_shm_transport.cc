@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "common/errors.h"
-#include "memory_rendezvous.h"
+#include "memory_store.h"
 #include "rank_threads.h"
 #include "schedule/partition.h"
 #include "transport/shm/shm_transport.h"
@@ -19,14 +19,14 @@ namespace ring {
 namespace {
 
 using namespace std::chrono_literals;
-using testing_support::MemoryRendezvous;
+using testing_support::MemoryStore;
 using testing_support::runRanks;
 using testing_support::threw;
 
 constexpr int64_t kSlotBytes = 256;
 constexpr int kSlots = 4;
 
-std::unique_ptr<ShmTransport> connect(MemoryRendezvous& store, int rank, int n) {
+std::unique_ptr<ShmTransport> connect(MemoryStore& store, int rank, int n) {
   return std::make_unique<ShmTransport>(store, rank, n, ShmGeometry{n, kSlotBytes, kSlots}, 5s);
 }
 
@@ -50,7 +50,7 @@ int64_t payloadSize(int64_t message) { return (message * 37) % (kSlotBytes + 1);
 TEST(ShmTransport, MessagesArriveInOrderWithIntactPayloads) {
   constexpr int kWorld = 3;
   constexpr int64_t kMessages = 2000;
-  MemoryRendezvous store;
+  MemoryStore store;
   auto outcomes = runRanks(kWorld, [&](int rank) {
     auto t = connect(store, rank, kWorld);
     const int next = ringNext(rank, kWorld), prev = ringPrev(rank, kWorld);
@@ -106,7 +106,7 @@ TEST(ShmTransport, MessagesArriveInOrderWithIntactPayloads) {
 // soon as one slot is released; tryReceive says no on an empty one. The two channels are
 // separate FIFOs.
 TEST(ShmTransport, TryCallsReportFullAndEmptyFifos) {
-  MemoryRendezvous store;
+  MemoryStore store;
   auto outcomes = runRanks(2, [&](int rank) {
     auto t = connect(store, rank, 2);
     InSlot in;
@@ -153,7 +153,7 @@ TEST(ShmTransport, TryCallsReportFullAndEmptyFifos) {
 // A wait that cannot be satisfied ends at its deadline with a TimeoutError naming the rank it
 // waited for (both directions: a receive from a silent peer, a send into a full FIFO).
 TEST(ShmTransport, WaitsTimeOutNamingThePeer) {
-  MemoryRendezvous store;
+  MemoryStore store;
   auto outcomes = runRanks(3, [&](int rank) {
     auto t = connect(store, rank, 3);
     if (rank == 1) {
@@ -190,7 +190,7 @@ TEST(ShmTransport, WaitsTimeOutNamingThePeer) {
 // ongoing wait promptly with the reason, instead of letting it run into its timeout; the first
 // reason is kept.
 TEST(ShmTransport, MarkBrokenFailsOtherRanksWaitsWithTheReason) {
-  MemoryRendezvous store;
+  MemoryStore store;
   auto outcomes = runRanks(3, [&](int rank) {
     auto t = connect(store, rank, 3);
     if (rank == 2) {
@@ -231,7 +231,7 @@ TEST(ShmTransport, MarkBrokenFailsOtherRanksWaitsWithTheReason) {
 // (looking at /dev/shm as a whole would race with other processes on the machine).
 TEST(ShmTransport, NoSegmentNamesRemainAfterConstruction) {
   constexpr int kWorld = 4;
-  MemoryRendezvous store;
+  MemoryStore store;
   auto outcomes = runRanks(kWorld, [&](int rank) {
     auto t = connect(store, rank, kWorld);
     store.set("constructed/" + std::to_string(rank), "1");

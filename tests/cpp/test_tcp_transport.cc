@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "executor/communicator.h"
-#include "memory_rendezvous.h"
+#include "memory_store.h"
 #include "rank_threads.h"
-#include "transport/group_rendezvous.h"
+#include "transport/setup_keys.h"
 #include "transport/tcp/socket_util.h"
 #include "transport/tcp/tcp_handshake.h"
 #include "transport/tcp/tcp_transport.h"
@@ -23,7 +23,7 @@
 namespace ring {
 namespace {
 
-using testing_support::MemoryRendezvous;
+using testing_support::MemoryStore;
 using testing_support::runRanks;
 using namespace std::chrono_literals;
 
@@ -88,7 +88,7 @@ int64_t receiveSeries(RecvLink& link, int from, int64_t cap, int64_t count, cons
 TEST(TcpTransport, FramesArriveInOrderOverManyMoreMessagesThanSlots) {
   // Two slots per link and 20000 messages each way on both channels at once: every slot is
   // reused thousands of times, and the receive side is full most of the time (backpressure).
-  MemoryRendezvous store;
+  MemoryStore store;
   const int64_t kMessages = 20000;
   std::atomic<int64_t> firstBad{-1};
   auto out = runRanks(2, [&](int rank) {
@@ -205,7 +205,7 @@ void runEveryCollective(Communicator& c) {
 
 TEST(TcpCommunicator, EveryCollectiveOverTcpOnly) {
   for (int n : {2, 3, 4}) {
-    MemoryRendezvous store;
+    MemoryStore store;
     auto out = runRanks(n, [&](int rank) {
       Communicator c(store, rank, n, commOptions("tcp"));
       EXPECT_NE(c.transport().describeLink((rank + 1) % n).find("tcp 127.0.0.1:"), std::string::npos);
@@ -229,7 +229,7 @@ bool ipv6LoopbackWorks() {
 TEST(TcpCommunicator, EveryCollectiveOverIpv6) {
   if (!ipv6LoopbackWorks()) GTEST_SKIP() << "no IPv6 loopback (::1) on this machine";
   const int n = 3;
-  MemoryRendezvous store;
+  MemoryStore store;
   auto out = runRanks(n, [&](int rank) {
     CommOptions o = commOptions("tcp");
     o.listenAddress = "::1";
@@ -244,7 +244,7 @@ TEST(TcpCommunicator, EveryCollectiveOverIpv6) {
 TEST(TcpCommunicator, EveryCollectiveOverAMixedRing) {
   // Ranks 0,1 on "host A" and 2,3,4 on "host B": shared memory inside each, TCP between.
   const int n = 5;
-  MemoryRendezvous store;
+  MemoryStore store;
   auto out = runRanks(n, [&](int rank) {
     CommOptions o = commOptions("auto");
     o.hostId = rank < 2 ? "host-A" : "host-B";
@@ -258,7 +258,7 @@ TEST(TcpCommunicator, EveryCollectiveOverAMixedRing) {
 }
 
 TEST(TcpCommunicator, ShmOnlyRefusesRanksOnTwoHosts) {
-  MemoryRendezvous store;
+  MemoryStore store;
   auto out = runRanks(2, [&](int rank) {
     CommOptions o = commOptions("shm");
     o.hostId = rank == 0 ? "host-A" : "host-B";
@@ -271,7 +271,7 @@ TEST(TcpCommunicator, ShmOnlyRefusesRanksOnTwoHosts) {
 
 TEST(TcpCommunicator, AbortOnOneRankFailsTheOthersWithItsReason) {
   const int n = 3;
-  MemoryRendezvous store;
+  MemoryStore store;
   auto t0 = Clock::now();
   auto out = runRanks(n, [&](int rank) {
     Communicator c(store, rank, n, commOptions("tcp"));
@@ -291,7 +291,7 @@ TEST(TcpCommunicator, AbortOnOneRankFailsTheOthersWithItsReason) {
 }
 
 TEST(TcpCommunicator, PeerThatExitsWithoutGoodbyeIsNamed) {
-  MemoryRendezvous store;
+  MemoryStore store;
   std::promise<void> rank1Gone;
   auto gone = rank1Gone.get_future().share();
   auto out = runRanks(2, [&](int rank) {
@@ -312,7 +312,7 @@ TEST(TcpCommunicator, PeerThatExitsWithoutGoodbyeIsNamed) {
 }
 
 TEST(TcpCommunicator, WaitingOnAPeerThatShutDownInOrderSaysSo) {
-  MemoryRendezvous store;
+  MemoryStore store;
   std::promise<void> rank1Gone;
   auto gone = rank1Gone.get_future().share();
   auto out = runRanks(2, [&](int rank) {
@@ -334,7 +334,7 @@ TEST(TcpTransport, ALostPeerFailsOnlyWaitsThatNeedIt) {
   // Rank 2 vanishes without a goodbye; rank 1 still receives what rank 0 sends afterwards (the
   // rank that exits right after its last collective must not fail the others), and only its
   // next check between collectives reports the lost rank.
-  MemoryRendezvous store;
+  MemoryStore store;
   std::promise<void> rank2Gone;
   auto gone = rank2Gone.get_future().share();
   std::string between;
@@ -400,7 +400,7 @@ TEST(TcpStrangers, WrongTokenIsRefusedWhileTheJobGoesOn) {
   // A stranger claims rank 1 towards rank 2 before the real rank 1 has started; it answers the
   // reply with a proof made from a wrong token, is refused, and rank 1 then connects normally.
   const int n = 3;
-  MemoryRendezvous store;
+  MemoryStore store;
   std::promise<void> strangerDone;
   auto done = strangerDone.get_future().share();
   std::string rank2Log;
@@ -443,7 +443,7 @@ TEST(TcpStrangers, WrongTokenIsRefusedWhileTheJobGoesOn) {
 }
 
 TEST(TcpStrangers, GarbageSilenceFloodsAndDuplicatesAreRefused) {
-  MemoryRendezvous store;
+  MemoryStore store;
   TcpOptions opts = loopbackOptions();
   opts.handshakeTimeout = 300ms;
   opts.maxPendingHandshakes = 8;
@@ -509,7 +509,7 @@ TEST(TcpStrangers, GarbageSilenceFloodsAndDuplicatesAreRefused) {
 // Plays rank 0 of a 2-rank group by hand (token chosen by the test), so that it can send
 // frames no real rank would; returns its two sockets once rank 1 has accepted them.
 struct FakeRank0 {
-  MemoryRendezvous& store;
+  MemoryStore& store;
   JobToken token{};
   int fds[kChannels] = {-1, -1};
 
@@ -539,7 +539,7 @@ struct FakeRank0 {
 };
 
 std::string rank1ReceiveError(const std::function<void(FakeRank0&)>& misbehave) {
-  MemoryRendezvous store;
+  MemoryStore store;
   std::string error;
   FakeRank0 fake{store};
   std::thread rank0([&] {
@@ -622,8 +622,8 @@ namespace {
 // set-up failed, instead of at the group timeout (which can be many minutes).
 TEST(TcpTransport, APeerThatFailsItsSetUpEndsTheOthersWaitsAtOnce) {
   for (int waitingRank : {0, 1}) {
-    MemoryRendezvous store;
-    GroupRendezvous waiterView(store, waitingRank, 2), failingView(store, 1 - waitingRank, 2);
+    MemoryStore store;
+    SetupKeys waiterView(store, waitingRank, 2), failingView(store, 1 - waitingRank, 2);
     TcpOptions opts = loopbackOptions();
     opts.timeout = 60s;
     std::thread failing([&] {

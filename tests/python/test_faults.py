@@ -123,7 +123,7 @@ def test_abort_fails_pending_work_and_tells_peers():
 def test_destroy_leaves_no_threads_fds_or_shm(transport):
     # Three init/new_group/destroy cycles with p2p. The previous cycle's subgroup is still
     # referenced when the next cycle starts, which keeps torch's TCPStore (and its keys) alive:
-    # each set-up must still see only its own keys (transport/group_rendezvous.h).
+    # each set-up must still see only its own keys (transport/setup_keys.h).
     run = run_scenario("cleanup", 2, timeout_s=10.0, extra_env={"TORCH_RING_TRANSPORT": transport})
     results = run.by_rank()
     assert sorted(results) == [0, 1], run.outputs

@@ -65,7 +65,7 @@ void copyProblem(CudaPeerInfo* info, const std::string& text) {
 
 }  // namespace
 
-CudaRingLinks::CudaRingLinks(Rendezvous& store, int rank, int size, const CudaLinkOptions& opts)
+CudaRingLinks::CudaRingLinks(Store& store, int rank, int size, const CudaLinkOptions& opts)
     : rank_(rank), size_(size), device_(opts.device) {
   peers_.geometry = opts.geometry;
   peers_.rank = rank;
@@ -298,7 +298,7 @@ void CudaRingLinks::release() {
 
 CudaRingLinks::~CudaRingLinks() { release(); }
 
-void CudaRingLinks::closeCollectively(Rendezvous& store, std::chrono::milliseconds timeout) {
+void CudaRingLinks::closeCollectively(Store& store, std::chrono::milliseconds timeout) {
   if (size_ == 1 || !usable_ || inbox_ == nullptr) return;
   // 1. Unmap the neighbours' inboxes: this rank will write into them no more.
   for (void* p : opened_) closeIpcHandle(p);

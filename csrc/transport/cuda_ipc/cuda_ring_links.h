@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kernels/ring_launcher.h"
-#include "transport/rendezvous.h"
+#include "transport/store.h"
 
 namespace ring {
 
@@ -31,7 +31,7 @@ class CudaRingLinks {
  public:
   // Collective. Throws CommError only when the store itself fails (a peer never arrived);
   // every CUDA problem becomes a declined ring (usable() false, declineReason()).
-  CudaRingLinks(Rendezvous& store, int rank, int size, const CudaLinkOptions& opts);
+  CudaRingLinks(Store& store, int rank, int size, const CudaLinkOptions& opts);
   // Frees the inbox unless keepMemory() was called (see there).
   ~CudaRingLinks();
   CudaRingLinks(const CudaRingLinks&) = delete;
@@ -63,7 +63,7 @@ class CudaRingLinks {
   // inboxes, then waits (through the store, at most `timeout`) until every rank has, so that
   // the destructor frees an inbox no peer maps or writes any more. A rank that never arrives
   // leaves the inbox allocated instead (keepMemory).
-  void closeCollectively(Rendezvous& store, std::chrono::milliseconds timeout);
+  void closeCollectively(Store& store, std::chrono::milliseconds timeout);
 
  private:
   void allocate(int rank);

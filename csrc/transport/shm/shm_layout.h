@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "transport/fingerprint.h"
+#include "protocol/message_header.h"
 
 namespace ring {
 

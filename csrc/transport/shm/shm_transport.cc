@@ -126,11 +126,11 @@ std::vector<int> allRanks(int n) {
 
 }  // namespace
 
-ShmTransport::ShmTransport(Rendezvous& store, int rank, int nranks, const ShmGeometry& geometry,
+ShmTransport::ShmTransport(Store& store, int rank, int nranks, const ShmGeometry& geometry,
                            std::chrono::milliseconds timeout)
     : ShmTransport(store, rank, nranks, allRanks(nranks), geometry, timeout) {}
 
-ShmTransport::ShmTransport(Rendezvous& store, int rank, int nranks, std::vector<int> localRanks,
+ShmTransport::ShmTransport(Store& store, int rank, int nranks, std::vector<int> localRanks,
                            const ShmGeometry& geometry, std::chrono::milliseconds timeout)
     : rank_(rank), nranks_(nranks), local_(std::move(localRanks)), geometry_(geometry) {
   static std::atomic<uint64_t> instances{0};

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "transport/link.h"
-#include "transport/rendezvous.h"
+#include "transport/store.h"
 #include "transport/shm/shm_layout.h"
 #include "transport/shm/shm_segment.h"
 
@@ -60,14 +60,20 @@ class ShmRecvLink : public RecvLink {
 
 class ShmTransport : public Transport {
  public:
+  // Whether shared memory can link a rank on host `mine` with one on `theirs` in transport
+  // `mode`: the same host and namespaces (segments and pids must be visible), mode not tcp.
+  static bool serves(const std::string& mode, const std::string& mine, const std::string& theirs) {
+    return mode != "tcp" && mine == theirs;
+  }
+
   // Collective across the group: every rank creates its inbox, publishes its name through
   // `store`, maps every peer's inbox, and unlinks its own once all ranks have mapped it.
   // Every rank of the group is on this host.
-  ShmTransport(Rendezvous& store, int rank, int nranks, const ShmGeometry& geometry,
+  ShmTransport(Store& store, int rank, int nranks, const ShmGeometry& geometry,
                std::chrono::milliseconds timeout);
   // Only `localRanks` (group ranks on this host, including `rank`) take part, and only they
   // must construct it; geometry.nranks must be localRanks.size().
-  ShmTransport(Rendezvous& store, int rank, int nranks, std::vector<int> localRanks,
+  ShmTransport(Store& store, int rank, int nranks, std::vector<int> localRanks,
                const ShmGeometry& geometry, std::chrono::milliseconds timeout);
   ~ShmTransport() override;
 

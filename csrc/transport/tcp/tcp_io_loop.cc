@@ -362,7 +362,7 @@ void TcpTransport::writeConnection(Connection& c) {
   if (!failure.empty()) connectionFailed(c, failure);
 }
 
-bool TcpTransport::writeFromExecutor(int channel, int peer) {
+bool TcpTransport::tryWriteInline(int channel, int peer) {
   Connection& c = conn(channel, peer);
   // Try once: if the I/O thread holds the lock it is writing this link and will pick up our
   // frame (or go idle, which publish() then sees and wakes it).
@@ -501,7 +501,7 @@ void TcpTransport::writeLocked(Connection& c, std::string* failure) {
   }
 }
 
-void TcpTransport::readFromExecutor(int channel, int peer, uint64_t target) {
+void TcpTransport::tryReadInline(int channel, int peer, uint64_t target) {
   Connection& c = conn(channel, peer);
   // Try once: if the I/O thread holds the lock it is reading this socket already.
   if (c.readLock.exchange(true, std::memory_order_acquire)) return;

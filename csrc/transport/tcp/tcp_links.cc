@@ -16,21 +16,19 @@ namespace {
 const char* const kNetworkCause =
     ", or the network between the two hosts is down (packets dropped without a reset)";
 
-thread_local const TcpWaitRecord* tcpWait = nullptr;
-
-// Publishes the wait for the duration of one waitUntil, exceptions included.
-class ScopedWait {
- public:
-  explicit ScopedWait(const TcpWaitRecord* r) : saved_(tcpWait) { tcpWait = r; }
-  ~ScopedWait() { tcpWait = saved_; }
-
- private:
-  const TcpWaitRecord* saved_;
-};
-
 }  // namespace
 
-const TcpWaitRecord* currentTcpWait() { return tcpWait; }
+void TcpLinkWait::checkEnded(const void* self, int peer) {
+  const auto* w = static_cast<const TcpLinkWait*>(self);
+  const LinkEnd end = w->state->end.load(std::memory_order_acquire);
+  if (end == LinkEnd::Open || w->word->load(std::memory_order_acquire) >= w->target) return;
+  if (end == LinkEnd::Failed) {
+    throw CommError(strCat("ring: rank ", w->myRank, " cannot continue: ", w->state->reason));
+  }
+  throw CommError(strCat("ring: rank ", w->myRank, " waits for rank ", peer,
+                         ", which has already shut down its process group (it closed its TCP "
+                         "connections in order): the ranks disagree about what to run"));
+}
 
 SlotRing::SlotRing(int slots, int64_t slotBytes)
     : stride_(sizeof(MessageHeader) + static_cast<size_t>(slotBytes)),
@@ -62,10 +60,10 @@ OutSlot TcpSendLink::acquire(const WaitContext& ctx) {
   // Slot next_ % slots is free once the I/O thread has written frame next_ - slots.
   const uint64_t slots = static_cast<uint64_t>(ring_.slots());
   uint64_t need = next_ + 1 > slots ? next_ + 1 - slots : 0;
-  TcpWaitRecord record{&written, need, &endState};
-  ScopedWait scope(&record);
+  const TcpLinkWait wait{rank_, &written, need, &endState};
   waitUntil(written, need, writtenSleepers, peer_, "to take (over TCP) message",
-            static_cast<int64_t>(next_ >= slots ? next_ - slots : 0), ctx, kNetworkCause);
+            static_cast<int64_t>(next_ >= slots ? next_ - slots : 0), ctx, kNetworkCause,
+            wait.asCheck());
   return slotAt(next_);
 }
 
@@ -86,7 +84,7 @@ void TcpSendLink::publish() {
   // Writing from this thread saves a wake-up and a thread switch per frame (on a busy host the
   // I/O thread may wait for a core). It is done only when the socket is ours alone and the
   // frame is next in line; anything else (a queue, a partial write) is left to the I/O thread.
-  if (owner_->writeFromExecutor(channel_, peer_)) return;
+  if (owner_->tryWriteInline(channel_, peer_)) return;
   // seq_cst exchange after the seq_cst store above pairs with the I/O thread's "set idle, then
   // re-load published": either it sees our frame or we see it idle and wake it.
   if (ioIdle.exchange(false, std::memory_order_seq_cst)) owner_->wakeIo();
@@ -103,12 +101,11 @@ InSlot TcpRecvLink::receive(const WaitContext& ctx) {
   // Data already in the socket is read here rather than by a woken I/O thread: one thread
   // switch less per frame. What is not there yet arrives through the I/O thread as before.
   if (arrived.load(std::memory_order_acquire) < received_ + 1) {
-    owner_->readFromExecutor(channel_, peer_, received_ + 1);
+    owner_->tryReadInline(channel_, peer_, received_ + 1);
   }
-  TcpWaitRecord record{&arrived, received_ + 1, &endState};
-  ScopedWait scope(&record);
+  const TcpLinkWait wait{rank_, &arrived, received_ + 1, &endState};
   waitUntil(arrived, received_ + 1, arrivedSleepers, peer_, "to send (over TCP) message",
-            static_cast<int64_t>(received_), ctx, kNetworkCause);
+            static_cast<int64_t>(received_), ctx, kNetworkCause, wait.asCheck());
   return slotAt(received_);
 }
 

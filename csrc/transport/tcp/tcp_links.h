@@ -5,10 +5,10 @@
 //
 //   send:  executor  acquire -> fill -> publish (published++)   I/O thread: write, written++
 //          (publish writes the frame itself when nothing is queued on the socket: see
-//          TcpTransport::writeFromExecutor; the I/O thread takes over what it cannot finish)
+//          TcpTransport::tryWriteInline; the I/O thread takes over what it cannot finish)
 //   recv:  I/O thread: read a whole frame, arrived++             executor: receive -> release
 //          (receive reads data frames itself when they are waiting:      (consumed++)
-//          TcpTransport::readFromExecutor; control frames, errors and the end of the stream
+//          TcpTransport::tryReadInline; control frames, errors and the end of the stream
 //          stay with the I/O thread)
 // A slot is [MessageHeader | payload of slotBytes], so a frame on the wire is one contiguous
 // range of a slot: header and the payloadBytes after it.
@@ -35,15 +35,19 @@ struct LinkEndState {
   std::string reason;  // written once before `end` becomes Failed
 };
 
-// The link wait in progress on this thread. checkHealth uses it to tell "the peer's connection
-// ended and this wait can never be satisfied" from "it ended after sending all we wait for" -
-// so that a rank that exits right after its last collective fails nobody who still finishes.
-struct TcpWaitRecord {
+// One wait on a link's counter, checked between sleeps (waitUntil's LinkCheck): it tells "the
+// peer's connection ended and this wait can never be satisfied" from "it ended after sending
+// all we wait for", so that a rank that exits right after its last collective fails nobody who
+// still finishes.
+struct TcpLinkWait {
+  int myRank;
   const std::atomic<uint64_t>* word;
   uint64_t target;
   const LinkEndState* state;
+  // Throws CommError if the connection under the link ended short of `target`.
+  static void checkEnded(const void* self, int peer);
+  LinkCheck asCheck() const { return LinkCheck{&TcpLinkWait::checkEnded, this}; }
 };
-const TcpWaitRecord* currentTcpWait();
 
 // `slots` slots of 64 + slotBytes bytes in anonymous memory: pages that a link never uses
 // (most point-to-point links) are never touched, so they cost no RAM.
@@ -70,8 +74,8 @@ class SlotRing {
 
 class TcpSendLink : public SendLink {
  public:
-  TcpSendLink(TcpTransport* owner, int peer, int channel, int slots, int64_t slotBytes)
-      : owner_(owner), peer_(peer), channel_(channel), ring_(slots, slotBytes) {}
+  TcpSendLink(TcpTransport* owner, int rank, int peer, int channel, int slots, int64_t slotBytes)
+      : owner_(owner), rank_(rank), peer_(peer), channel_(channel), ring_(slots, slotBytes) {}
   int peer() const override { return peer_; }
   int64_t capacity() const override { return ring_.slotBytes(); }
   OutSlot acquire(const WaitContext& ctx) override;
@@ -93,6 +97,7 @@ class TcpSendLink : public SendLink {
  private:
   OutSlot slotAt(uint64_t index) const;
   TcpTransport* owner_;
+  int rank_;
   int peer_;
   int channel_;
   SlotRing ring_;
@@ -101,8 +106,8 @@ class TcpSendLink : public SendLink {
 
 class TcpRecvLink : public RecvLink {
  public:
-  TcpRecvLink(TcpTransport* owner, int peer, int channel, int slots, int64_t slotBytes)
-      : owner_(owner), peer_(peer), channel_(channel), ring_(slots, slotBytes) {}
+  TcpRecvLink(TcpTransport* owner, int rank, int peer, int channel, int slots, int64_t slotBytes)
+      : owner_(owner), rank_(rank), peer_(peer), channel_(channel), ring_(slots, slotBytes) {}
   int peer() const override { return peer_; }
   InSlot receive(const WaitContext& ctx) override;
   bool tryReceive(InSlot* slot) override;
@@ -122,6 +127,7 @@ class TcpRecvLink : public RecvLink {
  private:
   InSlot slotAt(uint64_t index) const;
   TcpTransport* owner_;
+  int rank_;
   int peer_;
   int channel_;
   SlotRing ring_;

@@ -11,7 +11,7 @@
 #include "common/errors.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
-#include "transport/group_rendezvous.h"
+#include "transport/setup_keys.h"
 #include "transport/tcp/socket_util.h"
 #include "transport/tcp/tcp_connection.h"
 
@@ -42,7 +42,7 @@ JobToken parseToken(const std::string& hex) {
 
 }  // namespace
 
-TcpTransport::TcpTransport(Rendezvous& store, int rank, int size, const std::vector<int>& peers,
+TcpTransport::TcpTransport(Store& store, int rank, int size, const std::vector<int>& peers,
                            const TcpOptions& opts)
     : rank_(rank), size_(size), opts_(opts), peers_(peers) {
   RING_ASSERT(rank >= 0 && rank < size, "rank ", rank, " of ", size);
@@ -59,8 +59,8 @@ TcpTransport::TcpTransport(Rendezvous& store, int rank, int size, const std::vec
   for (int ch = 0; ch < kChannels; ++ch) {
     for (int p : peers_) {
       size_t i = static_cast<size_t>(ch * size + p);
-      send_[i] = std::make_unique<TcpSendLink>(this, p, ch, opts.slots, opts.slotBytes);
-      recv_[i] = std::make_unique<TcpRecvLink>(this, p, ch, opts.slots, opts.slotBytes);
+      send_[i] = std::make_unique<TcpSendLink>(this, rank_, p, ch, opts.slots, opts.slotBytes);
+      recv_[i] = std::make_unique<TcpRecvLink>(this, rank_, p, ch, opts.slots, opts.slotBytes);
       conns_[i] = std::make_unique<Connection>(p, ch, send_[i].get(), recv_[i].get());
     }
   }
@@ -137,7 +137,7 @@ void TcpTransport::stopIo() {
   }
 }
 
-void TcpTransport::connectToPeer(Rendezvous& store, int peer, int channel,
+void TcpTransport::connectToPeer(Store& store, int peer, int channel,
                                  Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   std::string published = store.get(addrKey(peer), std::max(left, std::chrono::milliseconds(1)));
@@ -179,7 +179,7 @@ void TcpTransport::connectToPeer(Rendezvous& store, int peer, int channel,
   }
 }
 
-void TcpTransport::waitForAllConnected(Rendezvous& store, Clock::time_point deadline) {
+void TcpTransport::waitForAllConnected(Store& store, Clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mutex_);
   auto allIn = [&] {
     for (int ch = 0; ch < kChannels; ++ch) {
@@ -259,21 +259,7 @@ void TcpTransport::checkHealth(int peer) {
     std::lock_guard<std::mutex> lock(mutex_);
     throw CommError(strCat("ring: rank ", rank_, ": the group is broken: ", brokenReason_));
   }
-  // A wait on a link whose connection has ended can never be satisfied once the counter is
-  // short of its target; waits on other peers' links go on (the rank that depends on the
-  // ended peer fails, and its markBroken tells everyone).
-  const TcpWaitRecord* w = currentTcpWait();
-  if (peer >= 0 && w != nullptr) {
-    LinkEnd end = w->state->end.load(std::memory_order_acquire);
-    if (end != LinkEnd::Open && w->word->load(std::memory_order_acquire) < w->target) {
-      if (end == LinkEnd::Failed) {
-        throw CommError(strCat("ring: rank ", rank_, " cannot continue: ", w->state->reason));
-      }
-      throw CommError(strCat("ring: rank ", rank_, " waits for rank ", peer,
-                             ", which has already shut down its process group (it closed its "
-                             "TCP connections in order): the ranks disagree about what to run"));
-    }
-  }
+  // (A wait on a link whose connection has ended is ended by the link itself: TcpLinkWait.)
   // Between collectives: a peer that is gone fails the next collective at once.
   if (peer == kHealthBetweenCalls && peerFailed_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(mutex_);

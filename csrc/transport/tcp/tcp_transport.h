@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "transport/link.h"
-#include "transport/rendezvous.h"
+#include "transport/store.h"
 #include "transport/tcp/tcp_handshake.h"
 #include "transport/tcp/tcp_links.h"
 #include "transport/tcp/wire.h"
@@ -61,11 +61,14 @@ struct TcpStats {
 
 class TcpTransport : public Transport {
  public:
+  // Whether TCP can link two ranks in transport `mode`: any two ranks, unless the mode is shm.
+  static bool serves(const std::string& mode) { return mode != "shm"; }
+
   // Collective over the ranks in `peers` plus this one: listens, publishes "ip:port" through
   // `store`, connects to the higher peers, accepts the lower ones, and returns when every link
   // is authenticated. Rank 0 of the group creates the job token (it always takes part when any
   // link of the group is TCP).
-  TcpTransport(Rendezvous& store, int rank, int size, const std::vector<int>& peers,
+  TcpTransport(Store& store, int rank, int size, const std::vector<int>& peers,
                const TcpOptions& opts);
   ~TcpTransport() override;
 
@@ -83,10 +86,10 @@ class TcpTransport : public Transport {
   // Executor side of publish(): writes the frame just published on (channel, peer) straight to
   // the socket if nothing else is queued there. Returns true if the whole frame went out;
   // false leaves the frame (or its rest) to the I/O thread.
-  bool writeFromExecutor(int channel, int peer);
+  bool tryWriteInline(int channel, int peer);
   // Executor side of receive(): reads the data frames already waiting on (channel, peer) into
   // free slots, up to frame `target` - 1, if the I/O thread is not reading that socket.
-  void readFromExecutor(int channel, int peer, uint64_t target);
+  void tryReadInline(int channel, int peer, uint64_t target);
   const std::string& listenAddress() const { return listenAddress_; }
   TcpStats stats() const;
 
@@ -95,8 +98,8 @@ class TcpTransport : public Transport {
   struct Control;
 
   // set-up
-  void connectToPeer(Rendezvous& store, int peer, int channel, Clock::time_point deadline);
-  void waitForAllConnected(Rendezvous& store, Clock::time_point deadline);
+  void connectToPeer(Store& store, int peer, int channel, Clock::time_point deadline);
+  void waitForAllConnected(Store& store, Clock::time_point deadline);
   void stopIo();
   bool admit(int peer, int channel, std::string* why);
   // I/O thread (tcp_io_loop.cc)

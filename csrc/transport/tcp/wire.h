@@ -25,7 +25,7 @@
 #include <type_traits>
 
 #include "common/sha256.h"
-#include "transport/fingerprint.h"
+#include "protocol/message_header.h"
 
 namespace ring {
 

@@ -1,7 +1,7 @@
-#include "kernels/reduce_table.h"
+#include "reduce/reduce_table.h"
 
 #include "common/errors.h"
-#include "kernels/reduce_ops.h"
+#include "reduce/reduce_ops.h"
 
 namespace ring {
 namespace {

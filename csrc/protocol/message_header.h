@@ -1,4 +1,6 @@
-// The header every message carries: who sent it, and for which collective.
+// The wire protocol shared by every path: the header every message carries (who sent it, and
+// for which collective) and the receiver's check of it. The bottom layer after common/: the CPU
+// executor, the TCP wire format and the CUDA kernels all build on it.
 //
 // Why: ranks that disagree (a different collective, size, dtype, op or root, or the same calls
 // in another order) would otherwise hang or reduce garbage. The receiver compares the header
@@ -59,5 +61,12 @@ struct MessageHeader {
 static_assert(sizeof(MessageHeader) == 64, "one cache line per header");
 static_assert(std::is_trivially_copyable<MessageHeader>::value,
               "headers are copied between processes as bytes");
+
+// The receiver's check of a header against its own collective: the right magic, the same
+// fingerprint, the expected sender, message index and size. On any difference throws CommError
+// naming both sides (the CPU executor, the p2p engine, and the words for a CUDA kernel's
+// mismatch record all come here, so every path says the same thing).
+void verifyHeader(const MessageHeader& h, int myRank, int expectedSender, int64_t expectedStep,
+                  int64_t expectedBytes, const Fingerprint& expected);
 
 }  // namespace ring

@@ -1,16 +1,16 @@
 // Adapts the c10d store handed to the backend (already prefixed for this group) to the
-// torch-free Rendezvous interface of the core library.
+// torch-free Store interface of the core library.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "transport/rendezvous.h"
+#include "transport/store.h"
 
 namespace ring {
 
-class StoreRendezvous : public Rendezvous {
+class TorchStore : public Store {
  public:
-  explicit StoreRendezvous(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
+  explicit TorchStore(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
   int64_t add(const std::string& key, int64_t delta) override;

@@ -1,4 +1,4 @@
-// An in-memory Rendezvous for threads-as-ranks tests: the store the ranks of one process meet
+// An in-memory Store for threads-as-ranks tests: the store the ranks of one process meet
 // through, with the same blocking get (and TimeoutError) as the c10d store the backend adapts.
 #pragma once
 
@@ -9,12 +9,12 @@
 #include <string>
 
 #include "common/errors.h"
-#include "transport/rendezvous.h"
+#include "transport/store.h"
 
 namespace ring {
 namespace testing_support {
 
-class MemoryRendezvous : public Rendezvous {
+class MemoryStore : public Store {
  public:
   void set(const std::string& key, const std::string& value) override {
     {
@@ -27,7 +27,7 @@ class MemoryRendezvous : public Rendezvous {
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override {
     std::unique_lock<std::mutex> lock(mutex_);
     if (!changed_.wait_for(lock, timeout, [&] { return values_.count(key) != 0; })) {
-      throw TimeoutError(strCat("MemoryRendezvous: key '", key, "' not set within ",
+      throw TimeoutError(strCat("MemoryStore: key '", key, "' not set within ",
                                 timeout.count(), " ms"));
     }
     return values_[key];

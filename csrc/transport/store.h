@@ -9,9 +9,9 @@
 
 namespace ring {
 
-class Rendezvous {
+class Store {
  public:
-  virtual ~Rendezvous() = default;
+  virtual ~Store() = default;
   virtual void set(const std::string& key, const std::string& value) = 0;
   // Blocks until the key exists or the timeout expires (then throws TimeoutError).
   virtual std::string get(const std::string& key, std::chrono::milliseconds timeout) = 0;

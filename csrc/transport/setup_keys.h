@@ -26,14 +26,14 @@
 #include <cstdint>
 #include <string>
 
-#include "transport/rendezvous.h"
+#include "transport/store.h"
 
 namespace ring {
 
-class GroupRendezvous : public Rendezvous {
+class SetupKeys : public Store {
  public:
   // Takes the next incarnation number of slot `rank` of a group of `size` on this store.
-  GroupRendezvous(Rendezvous& base, int rank, int size);
+  SetupKeys(Store& base, int rank, int size);
 
   void set(const std::string& key, const std::string& value) override;
   // Waits for the key, but fails early if a rank reported a set-up failure.
@@ -45,17 +45,17 @@ class GroupRendezvous : public Rendezvous {
   const std::string& prefix() const { return prefix_; }
 
  private:
-  Rendezvous& base_;
+  Store& base_;
   int rank_;
   int64_t incarnation_;
   std::string prefix_;
 };
 
 // Best effort: tells the other ranks of this incarnation why this rank's set-up failed.
-void reportSetupFailure(Rendezvous& store, int rank, const std::string& reason);
+void reportSetupFailure(Store& store, int rank, const std::string& reason);
 // The first failure some rank reported, or "" if none.
-std::string reportedSetupFailure(Rendezvous& store);
+std::string reportedSetupFailure(Store& store);
 // Throws CommError("<what stops>: <the reported failure>") if some rank reported one.
-void throwIfSetupFailed(Rendezvous& store, const std::string& whatStops);
+void throwIfSetupFailed(Store& store, const std::string& whatStops);
 
 }  // namespace ring

@@ -1,4 +1,4 @@
-#include "transport/group_rendezvous.h"
+#include "transport/setup_keys.h"
 
 #include <algorithm>
 #include <thread>
@@ -13,23 +13,23 @@ const char* kFailureKey = "ring/setup_failed";
 
 }  // namespace
 
-GroupRendezvous::GroupRendezvous(Rendezvous& base, int rank, int size)
+SetupKeys::SetupKeys(Store& base, int rank, int size)
     : base_(base), rank_(rank) {
   incarnation_ = base_.add(strCat("ring/incarnation/", size, "/", rank), 1);
   prefix_ = strCat("ring/", size, "x", incarnation_, "/");
 }
 
-void GroupRendezvous::set(const std::string& key, const std::string& value) {
+void SetupKeys::set(const std::string& key, const std::string& value) {
   base_.set(prefix_ + key, value);
 }
 
-int64_t GroupRendezvous::add(const std::string& key, int64_t delta) {
+int64_t SetupKeys::add(const std::string& key, int64_t delta) {
   return base_.add(prefix_ + key, delta);
 }
 
-bool GroupRendezvous::check(const std::string& key) { return base_.check(prefix_ + key); }
+bool SetupKeys::check(const std::string& key) { return base_.check(prefix_ + key); }
 
-std::string GroupRendezvous::get(const std::string& key, std::chrono::milliseconds timeout) {
+std::string SetupKeys::get(const std::string& key, std::chrono::milliseconds timeout) {
   // Polls rather than blocking in the store's wait(), so that a failure notice from another
   // rank ends the wait too. Set-up only: the first polls are quick (the key is usually there or
   // close), later ones back off to 20 ms, a small cost next to process start-up.
@@ -51,7 +51,7 @@ std::string GroupRendezvous::get(const std::string& key, std::chrono::millisecon
   }
 }
 
-void reportSetupFailure(Rendezvous& store, int rank, const std::string& reason) {
+void reportSetupFailure(Store& store, int rank, const std::string& reason) {
   try {
     // The first reporter's words stay: later failures are mostly its consequences.
     if (store.add("ring/setup_failed_count", 1) == 1) {
@@ -62,12 +62,12 @@ void reportSetupFailure(Rendezvous& store, int rank, const std::string& reason) 
   }
 }
 
-std::string reportedSetupFailure(Rendezvous& store) {
+std::string reportedSetupFailure(Store& store) {
   if (!store.check(kFailureKey)) return "";
   return store.get(kFailureKey, std::chrono::milliseconds(1000));
 }
 
-void throwIfSetupFailed(Rendezvous& store, const std::string& whatStops) {
+void throwIfSetupFailed(Store& store, const std::string& whatStops) {
   std::string failure = reportedSetupFailure(store);
   if (!failure.empty()) throw CommError(strCat(whatStops, ": ", failure));
 }

@@ -1,14 +1,14 @@
-#include "backend/store_adapter.h"
+#include "backend/torch_store.h"
 
 #include "common/errors.h"
 
 namespace ring {
 
-void StoreRendezvous::set(const std::string& key, const std::string& value) {
+void TorchStore::set(const std::string& key, const std::string& value) {
   store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
 }
 
-std::string StoreRendezvous::get(const std::string& key, std::chrono::milliseconds timeout) {
+std::string TorchStore::get(const std::string& key, std::chrono::milliseconds timeout) {
   try {
     store_->wait({key}, timeout);
   } catch (const std::exception& e) {
@@ -20,10 +20,10 @@ std::string StoreRendezvous::get(const std::string& key, std::chrono::millisecon
   return std::string(v.begin(), v.end());
 }
 
-int64_t StoreRendezvous::add(const std::string& key, int64_t delta) {
+int64_t TorchStore::add(const std::string& key, int64_t delta) {
   return store_->add(key, delta);
 }
 
-bool StoreRendezvous::check(const std::string& key) { return store_->check({key}); }
+bool TorchStore::check(const std::string& key) { return store_->check({key}); }
 
 }  // namespace ring

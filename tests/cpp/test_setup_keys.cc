@@ -1,4 +1,4 @@
-// GroupRendezvous: each set-up of a group sees only its own keys, even on a store that still
+// SetupKeys: each set-up of a group sees only its own keys, even on a store that still
 // holds the keys of an earlier set-up under the same group prefix, and a set-up failure that
 // one rank reports ends the other ranks' waits at once, with its reason.
 #include <gtest/gtest.h>
@@ -6,26 +6,26 @@
 #include <thread>
 
 #include "common/errors.h"
-#include "memory_rendezvous.h"
-#include "transport/group_rendezvous.h"
+#include "memory_store.h"
+#include "transport/setup_keys.h"
 #include "transport/wait.h"
 
 namespace ring {
 namespace {
 
-using testing_support::MemoryRendezvous;
+using testing_support::MemoryStore;
 using namespace std::chrono_literals;
 
-TEST(GroupRendezvous, EachSetUpSeesOnlyItsOwnKeys) {
-  MemoryRendezvous store;  // outlives both set-ups, as a TCPStore kept alive does
-  GroupRendezvous first0(store, 0, 2), first1(store, 1, 2);
+TEST(SetupKeys, EachSetUpSeesOnlyItsOwnKeys) {
+  MemoryStore store;  // outlives both set-ups, as a TCPStore kept alive does
+  SetupKeys first0(store, 0, 2), first1(store, 1, 2);
   EXPECT_EQ(first0.incarnation(), 1);
   EXPECT_EQ(first1.incarnation(), 1);
   first0.set("ring/tcp/token", "old");
   EXPECT_EQ(first1.get("ring/tcp/token", 1s), "old");
 
   // The same ranks set the group up again on the same store: the old token is not visible...
-  GroupRendezvous second0(store, 0, 2), second1(store, 1, 2);
+  SetupKeys second0(store, 0, 2), second1(store, 1, 2);
   EXPECT_EQ(second0.incarnation(), 2);
   EXPECT_EQ(second1.incarnation(), 2);
   EXPECT_FALSE(second1.check("ring/tcp/token"));
@@ -36,26 +36,26 @@ TEST(GroupRendezvous, EachSetUpSeesOnlyItsOwnKeys) {
   EXPECT_EQ(first1.get("ring/tcp/token", 1s), "old");
 }
 
-TEST(GroupRendezvous, ANameReusedWithOtherMembersOrAnotherSizeStillAgrees) {
-  MemoryRendezvous store;
+TEST(SetupKeys, ANameReusedWithOtherMembersOrAnotherSizeStillAgrees) {
+  MemoryStore store;
   // Group "1" of 2 ranks, twice (other processes may hold the slots the second time).
   for (int round = 1; round <= 2; ++round) {
-    GroupRendezvous a(store, 0, 2), b(store, 1, 2);
+    SetupKeys a(store, 0, 2), b(store, 1, 2);
     EXPECT_EQ(a.incarnation(), round);
     EXPECT_EQ(b.incarnation(), round);
     a.set("ring/tcp/token", "size 2, round " + std::to_string(round));
   }
   // The same name with 3 ranks: all three slots agree, and none sees the 2-rank keys.
-  GroupRendezvous c0(store, 0, 3), c1(store, 1, 3), c2(store, 2, 3);
+  SetupKeys c0(store, 0, 3), c1(store, 1, 3), c2(store, 2, 3);
   EXPECT_EQ(c0.incarnation(), c2.incarnation());
   EXPECT_EQ(c1.incarnation(), c2.incarnation());
-  EXPECT_NE(c0.prefix(), GroupRendezvous(store, 0, 2).prefix());
+  EXPECT_NE(c0.prefix(), SetupKeys(store, 0, 2).prefix());
   EXPECT_FALSE(c2.check("ring/tcp/token"));
 }
 
-TEST(GroupRendezvous, TimeoutNamesTheKeyAndTheSetUpNumber) {
-  MemoryRendezvous store;
-  GroupRendezvous r(store, 3, 4);
+TEST(SetupKeys, TimeoutNamesTheKeyAndTheSetUpNumber) {
+  MemoryStore store;
+  SetupKeys r(store, 3, 4);
   try {
     r.get("ring/host/0", 30ms);
     FAIL() << "expected a timeout";
@@ -67,9 +67,9 @@ TEST(GroupRendezvous, TimeoutNamesTheKeyAndTheSetUpNumber) {
   }
 }
 
-TEST(GroupRendezvous, AReportedFailureEndsOtherRanksWaitsWithItsReason) {
-  MemoryRendezvous store;
-  GroupRendezvous waiter(store, 0, 2), failing(store, 1, 2);
+TEST(SetupKeys, AReportedFailureEndsOtherRanksWaitsWithItsReason) {
+  MemoryStore store;
+  SetupKeys waiter(store, 0, 2), failing(store, 1, 2);
   std::thread fail([&] {
     std::this_thread::sleep_for(100ms);
     reportSetupFailure(failing, 1, "TORCH_RING_TRANSPORT 'bogus' must be auto, shm or tcp");
@@ -88,7 +88,7 @@ TEST(GroupRendezvous, AReportedFailureEndsOtherRanksWaitsWithItsReason) {
   EXPECT_LT(Clock::now() - start, 5s);
   EXPECT_NE(reportedSetupFailure(waiter).find("bogus"), std::string::npos);
   // A later set-up of the group starts clean.
-  GroupRendezvous next(store, 0, 2);
+  SetupKeys next(store, 0, 2);
   EXPECT_EQ(reportedSetupFailure(next), "");
 }
 

@@ -12,7 +12,7 @@
 
 #include "common/hostdevice.h"
 #include "common/types.h"
-#include "kernels/half_bits.h"
+#include "reduce/half_bits.h"
 
 namespace ring {
 

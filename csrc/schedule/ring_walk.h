@@ -1,7 +1,8 @@
 // The CUDA kernels' walk through a ring schedule: step k of one channel, computed on the fly
-// from the same per-step functions (ring_steps.h) and partition arithmetic (partition.h) that
-// the CPU planner (ring_plan.cc) turns into vectors. Compiled for host and device, so the host
-// tests compare this walk with planAllReduce & co. step by step.
+// (a kernel has no room for a vector of steps) from the same per-step functions (ring_steps.h)
+// and partition arithmetic (partition.h) that the CPU planner (ring_plan.cc) turns into
+// vectors, as the same Step type. Compiled for host and device, so the host tests compare this
+// walk with planAllReduce & co. step by step.
 //
 // Channels: a collective runs as `channels` independent rings (one CUDA block each), each over
 // its own part of every chunk the CPU plan cuts:
@@ -36,21 +37,6 @@ struct WalkShape {
   int channel;
   int64_t sliceElems;  // elements per message (slot bytes / element size)
 };
-
-// Offsets in elements: `src` into the input, `dst` into the output (the same buffer for the
-// in-place collectives), as in ring_plan.h's Step.
-struct WalkStep {
-  Prim prim;
-  int64_t src;
-  int64_t dst;
-  int64_t count;
-};
-
-RING_HOST_DEVICE bool walkPrimSends(Prim p) {
-  return p == Prim::Send || p == Prim::RecvReduceSend || p == Prim::RecvReduceCopySend ||
-         p == Prim::RecvCopySend;
-}
-RING_HOST_DEVICE bool walkPrimReceives(Prim p) { return p != Prim::Send && p != Prim::Copy; }
 
 RING_HOST_DEVICE Range walkChannelRange(const WalkShape& w) {
   return chunkRange(w.count, w.channels, w.channel);
@@ -89,13 +75,13 @@ RING_HOST_DEVICE int64_t walkLength(const WalkShape& w) {
 }
 
 // Step `index` (0 .. walkLength-1) of channel w.channel on rank w.rank.
-RING_HOST_DEVICE WalkStep walkStep(const WalkShape& w, int64_t index) {
+RING_HOST_DEVICE Step walkStep(const WalkShape& w, int64_t index) {
   const int perLoop = walkStepsPerLoop(w);
   const int64_t loop = index / perLoop;
   const int i = static_cast<int>(index % perLoop);
   const int n = w.nranks;
   const Range chan = walkChannelRange(w);
-  WalkStep out;
+  Step out;
   switch (w.kind) {
     case Collective::AllReduce: {
       // The channel's part of chunk k, as planAllReduce cuts the whole buffer.
@@ -151,7 +137,7 @@ RING_HOST_DEVICE WalkStep walkStep(const WalkShape& w, int64_t index) {
 // all-gather output, the all-reduce / broadcast buffer). A message's sender and its receiver
 // compute the same position for it (test_cuda_walk.cc checks this), so both can place the
 // message alike in its slot (fifoMessageShift).
-RING_HOST_DEVICE int64_t walkDataPosition(const WalkShape& w, const WalkStep& s) {
+RING_HOST_DEVICE int64_t walkDataPosition(const WalkShape& w, const Step& s) {
   return w.kind == Collective::ReduceScatter ? s.src : s.dst;
 }
 
@@ -163,8 +149,8 @@ RING_HOST_DEVICE void walkMessages(const WalkShape& w, int64_t* sends, int64_t* 
   int64_t s = 0, r = 0;
   for (int i = 0; i < perLoop; ++i) {
     const Prim p = walkStep(w, i).prim;
-    s += walkPrimSends(p) ? 1 : 0;
-    r += walkPrimReceives(p) ? 1 : 0;
+    s += primSends(p) ? 1 : 0;
+    r += primReceives(p) ? 1 : 0;
   }
   const int64_t loops = walkLoops(w);
   *sends = s * loops;

@@ -1,0 +1,107 @@
+#include "transport/select.h"
+
+#include <algorithm>
+
+#include "common/errors.h"
+#include "common/logging.h"
+#include "transport/host_identity.h"
+#include "transport/mixed_transport.h"
+#include "transport/shm/shm_transport.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace ring {
+namespace {
+
+// Default slot size when every link of the group is TCP. Each frame costs a few system calls
+// and thread wake-ups whatever its size, and TCP copies through socket buffers anyway, so the
+// L2-sized shared-memory default buys nothing here: 4 ranks over TCP on 2 cores went from about
+// 0.65 to 0.84 GB/s busbw at 4-64 MiB with 1 MiB slots (docs/multihost.md).
+constexpr int64_t kTcpSlotBytes = 1024 * 1024;
+
+// True when no link of the group is shared memory. Decided from every rank's host identity
+// (the same list on every rank), so that all ranks pick the same slot size: the TCP handshake
+// and the shared-memory header both refuse a peer whose slots differ.
+bool allTcp(const std::string& mode, const std::vector<std::string>& hosts) {
+  // One rank has no links: keep the shared-memory default for it.
+  if (hosts.size() < 2 || mode == "shm") return false;
+  if (mode == "tcp") return true;
+  std::vector<std::string> sorted = hosts;
+  std::sort(sorted.begin(), sorted.end());
+  return std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
+}
+
+void checkMode(const std::string& mode) {
+  RING_USAGE_CHECK(mode == "auto" || mode == "shm" || mode == "tcp", "ring: transport '", mode,
+                   "' must be auto, shm or tcp");
+}
+
+}  // namespace
+
+LinkChoice chooseLinks(const std::string& mode, int rank, const std::vector<std::string>& hosts) {
+  checkMode(mode);
+  const int size = static_cast<int>(hosts.size());
+  const std::string& mine = hosts[static_cast<size_t>(rank)];
+  LinkChoice c;
+  c.shmRanks.push_back(rank);
+  c.viaShm.assign(static_cast<size_t>(size), 0);
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    const std::string& theirs = hosts[static_cast<size_t>(r)];
+    if (machineOf(theirs) == machineOf(mine)) ++c.machineRanks;
+    // In order of preference: the first transport that serves the link takes it.
+    if (ShmTransport::serves(mode, mine, theirs)) {
+      c.shmRanks.push_back(r);
+      c.viaShm[static_cast<size_t>(r)] = 1;
+    } else if (TcpTransport::serves(mode)) {
+      c.tcpRanks.push_back(r);
+    } else {
+      throw CommError(strCat(
+          "ring: rank ", rank, " and rank ", r, " are on different hosts (or namespaces): '",
+          mine, "' vs '", theirs, "', but TORCH_RING_TRANSPORT=shm allows shared memory only. "
+          "Unset it (auto: TCP between hosts) or set it to tcp."));
+    }
+  }
+  c.allTcp = allTcp(mode, hosts);
+  return c;
+}
+
+// Construction order is the same on every rank (shared memory among this host's ranks, then
+// TCP), so the two set-up phases never wait on each other.
+std::unique_ptr<Transport> connectGroup(Store& store, int rank, int size,
+                                        const TransportOptions& opts, ShmGeometry* geometry,
+                                        int* machineRanks) {
+  checkMode(opts.mode);  // before any store traffic: a bad setting fails this rank at once
+  store.set(strCat("ring/host/", rank), opts.hostId);
+  std::vector<std::string> hosts(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    hosts[static_cast<size_t>(r)] =
+        r == rank ? opts.hostId : store.get(strCat("ring/host/", r), opts.timeout);
+  }
+  LinkChoice c = chooseLinks(opts.mode, rank, hosts);
+  *machineRanks = c.machineRanks;
+  if (!opts.slotBytesChosen && c.allTcp) geometry->slotBytes = kTcpSlotBytes;
+  std::unique_ptr<Transport> shm, tcp;
+  if (c.shmRanks.size() > 1 || c.tcpRanks.empty()) {
+    ShmGeometry g = *geometry;
+    g.nranks = static_cast<int>(c.shmRanks.size());
+    shm = std::make_unique<ShmTransport>(store, rank, size, c.shmRanks, g, opts.timeout);
+  }
+  if (!c.tcpRanks.empty()) {
+    TcpOptions t;
+    t.groupName = opts.groupName;
+    t.slotBytes = geometry->slotBytes;
+    t.slots = geometry->slots;
+    t.timeout = opts.timeout;
+    t.listenAddress = opts.listenAddress;
+    tcp = std::make_unique<TcpTransport>(store, rank, size, c.tcpRanks, t);
+  }
+  RING_LOG(kLogInfo, "group '", opts.groupName, "' rank ", rank, ": ", c.shmRanks.size() - 1,
+           " peer(s) over shared memory, ", c.tcpRanks.size(), " over TCP (transport ",
+           opts.mode, ")");
+  if (!tcp) return shm;
+  if (!shm) return tcp;
+  return std::make_unique<MixedTransport>(rank, size, std::move(shm), std::move(tcp),
+                                          std::move(c.viaShm));
+}
+
+}  // namespace ring

@@ -1,0 +1,50 @@
+// Which transport serves each link of a group, and the group's Transport built from them.
+//
+// Every rank publishes its host identity and reads everyone's, so every rank makes the same
+// choice for every link. Each transport answers for a link whether it can serve it, and
+// declines otherwise (ARCHITECTURE: transports that decline rather than fail); the first in
+// order of preference that accepts takes the link:
+//   shared memory - the two ranks share a host and its namespaces (and the mode is not tcp);
+//   TCP           - any two ranks (unless the mode is shm).
+// The links of one rank may mix both: a MixedTransport then routes each peer to its own.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/link.h"
+#include "transport/shm/shm_layout.h"
+#include "transport/store.h"
+
+namespace ring {
+
+struct TransportOptions {
+  std::string mode;           // "auto", "shm" or "tcp"
+  std::string hostId;         // this rank's host identity
+  std::string groupName;
+  std::string listenAddress;  // for TCP; empty: TORCH_RING_SOCKET_IFNAME / MASTER_ADDR
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};  // set-up
+  bool slotBytesChosen = false;  // the slot size was set: keep it even if every link is TCP
+};
+
+// The pure part of the choice, from every rank's host identity (hosts[r] is rank r's).
+struct LinkChoice {
+  std::vector<int> shmRanks;  // this rank and the peers reached over shared memory
+  std::vector<int> tcpRanks;  // the peers reached over TCP
+  std::vector<char> viaShm;   // per rank: 1 if over shared memory
+  int machineRanks = 1;       // ranks on this machine, any transport and namespace (this one too)
+  bool allTcp = false;        // no link of the GROUP is shared memory (the same on every rank)
+};
+// Throws UsageError for an unknown mode, CommError for shm across hosts.
+LinkChoice chooseLinks(const std::string& mode, int rank, const std::vector<std::string>& hosts);
+
+// Collective: publishes this rank's identity, reads everyone's, connects every link.
+// geometry->slotBytes grows to the TCP default when every link of the group is TCP (unless
+// chosen); *machineRanks: see LinkChoice.
+std::unique_ptr<Transport> connectGroup(Store& store, int rank, int size,
+                                        const TransportOptions& opts, ShmGeometry* geometry,
+                                        int* machineRanks);
+
+}  // namespace ring

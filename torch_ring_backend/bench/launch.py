@@ -1,0 +1,121 @@
+"""Running the benchmark: main() reads the command line, then either launches --nproc local
+ranks (after measuring the copy roofline while nothing else runs) or, under torchrun, is one
+rank itself. run_rank joins the "ring" group and the reference group and runs the sweep,
+ring's whole sweep before the reference's; rank 0 prints the table and returns the rows,
+which main writes to the requested files. main's return value is the exit code."""
+import datetime
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+from torch_ring_backend._launch import RankFailed, run_on_local_ranks
+
+from .cases import COLLECTIVES, DTYPES, RankContext
+from .measure import (Measurement, _measure_sweep, iterations_for, measure_copy_bandwidth,
+                      sweep_sizes)
+from .options import PROG, BadInput, _under_torchrun, parse_config
+from .report import Table, _meta, _row, write_outputs
+
+GROUP_TIMEOUT = datetime.timedelta(minutes=5)
+
+
+# ---- the sweep, on every rank ------------------------------------------------------------------
+
+def run_rank(cfg, copy_rates=None):
+    """One rank of the benchmark (launched, or under torchrun). Rank 0 prints the table and
+    returns (meta, rows); the other ranks return None."""
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    device = _rank_device(cfg.device, rank)
+    dist.init_process_group("ring", timeout=GROUP_TIMEOUT)
+    try:
+        reference = None
+        if cfg.reference != "none":
+            reference = dist.new_group(backend=cfg.reference, timeout=GROUP_TIMEOUT)
+        if copy_rates is None:  # under torchrun: rank 0 measures while the others wait
+            copy_rates = measure_copy_bandwidth(device) if rank == 0 else {"torch": 0.0}
+            dist.barrier()
+        ctx = RankContext(rank, world, device, DTYPES[cfg.dtype], cfg.op, cfg.inplace)
+        meta = _meta(cfg, world, copy_rates)
+        table = Table(cfg, meta, enabled=rank == 0)
+        rows = _sweep(cfg, ctx, reference, table)
+        table.finish(rows)
+        return (meta, rows) if rank == 0 else None
+    finally:
+        dist.destroy_process_group()
+
+
+def _rank_device(kind, rank):
+    if kind == "cpu":
+        return torch.device("cpu")
+    index = int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count()
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
+# Ring's whole sweep runs first, then the reference's, rather than alternating size by size:
+# another backend's threads running between two calls change where the scheduler puts the
+# next backend's threads, and small-message times depend on that placement (on a 2-core
+# machine ring's 4 KiB all_reduce takes either about 15 us or 70-200 us; right after gloo
+# calls, mostly the latter). One phase per backend measures each as a program that uses only
+# that backend would see it.
+
+def _sweep(cfg, ctx, reference, table):
+    plans = {name: [(nbytes, count, *iterations_for(nbytes, cfg.iters, cfg.warmup))
+                    for nbytes, count in sweep_sizes(cfg, name, ctx.world)]
+             for name in cfg.collectives}
+    ring = {name: list(_measure_sweep(name, plans[name], None, "ring", ctx, table))
+            for name in cfg.collectives}
+    rows = []
+    for name in cfg.collectives:
+        table.begin(name, COLLECTIVES[name])
+        refs = iter(())
+        if reference is not None:  # measured lazily: each row prints as soon as it is complete
+            refs = _measure_sweep(name, plans[name], reference, cfg.reference, ctx, table)
+        for (nbytes, count, timed, warmup), ring_m in zip(plans[name], ring[name]):
+            row = _row(name, cfg, ctx.world, nbytes, count, timed, warmup, ring_m,
+                       next(refs, Measurement()), table.meta["copy_gbps"])
+            table.add(row)
+            rows.append(row)
+    return rows
+
+
+# ---- entry point -------------------------------------------------------------------------------
+
+def main(argv=None):
+    try:
+        cfg = parse_config(argv)
+    except BadInput as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        result = run_rank(cfg) if _under_torchrun() else _run_local_ranks(cfg)
+    except RankFailed as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    if result is None:  # a torchrun rank other than 0
+        return 0
+    meta, rows = result
+    try:
+        write_outputs(cfg, meta, rows)
+    except OSError as e:
+        print(f"{PROG}: error: cannot write the results: {e}", file=sys.stderr)
+        return 1
+    wrong = sum(r["wrong"] for r in rows)
+    if wrong:
+        print(f"{PROG}: ring produced {wrong} wrong elements", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_local_ranks(cfg):
+    # Measured here, before the ranks exist, so that nothing else competes for memory bandwidth.
+    device = torch.device("cuda", 0) if cfg.device == "cuda" else torch.device("cpu")
+    copy_rates = measure_copy_bandwidth(device)
+    if cfg.device == "cuda":
+        torch.cuda.empty_cache()
+    return run_on_local_ranks(run_rank, cfg.nproc, cfg, copy_rates)[0]

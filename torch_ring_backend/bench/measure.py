@@ -1,0 +1,144 @@
+"""Timing. measure() checks one call of a Case against its expected result, warms up, then
+times back-to-back calls after a barrier and keeps the slowest rank's time; iterations_for
+decides how many calls each size gets, sweep_sizes which sizes a sweep visits, and
+_measure_sweep runs one backend over all of them. measure_copy_bandwidth measures this
+machine's memory-copy roofline. CUDA work is synchronised before every clock reading."""
+import ctypes
+import functools
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from .cases import COLLECTIVES, DTYPES, _count_wrong
+from .options import BYTES_PER_MEASUREMENT, MiB, _human
+
+ROOFLINE_BYTES = 256 * MiB
+ROOFLINE_REPEATS = 5
+
+
+# ---- timing ------------------------------------------------------------------------------------
+
+def _synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _barrier(group, device):
+    """A tiny all_reduce on the measured group itself: every rank starts the timed calls
+    together, on the same transport (and, on CUDA, the same stream) that is measured."""
+    token = torch.zeros(1, device=device)
+    dist.all_reduce(token, group=group)
+    _synchronize(device)
+
+
+def iterations_for(nbytes, iters, warmup):
+    timed = min(iters, max(2, BYTES_PER_MEASUREMENT // nbytes))
+    return timed, min(warmup, max(1, timed // 4))
+
+
+@dataclass
+class Measurement:
+    seconds: float = None  # per call, slowest rank
+    wrong: int = None      # summed over ranks
+    error: str = None      # the backend refused this collective (e.g. an op it lacks)
+
+
+def measure(case, group, ctx, timed, warmup, may_refuse):
+    """Check one call against the expected result, warm up, then time `timed` calls."""
+    case.prepare()
+    try:
+        case.call(group)
+        _synchronize(ctx.device)
+    except Exception as e:  # noqa: BLE001 - validation errors are raised on every rank alike
+        if not may_refuse:
+            raise
+        return Measurement(error=str(e).strip().splitlines()[0])
+    wrong = _count_wrong(case.output, case.expected, ctx.op_name)
+    for _ in range(warmup):
+        case.call(group)
+    _barrier(group, ctx.device)
+    start = time.perf_counter()
+    for _ in range(timed):
+        case.call(group)
+    _synchronize(ctx.device)
+    seconds = (time.perf_counter() - start) / timed
+    return Measurement(seconds=_over_ranks(seconds, dist.ReduceOp.MAX),
+                       wrong=int(_over_ranks(wrong, dist.ReduceOp.SUM)))
+
+
+def _over_ranks(value, op):
+    # Over the default (ring) group on CPU, outside the timed region.
+    t = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(t, op=op)
+    return t.item()
+
+
+def measure_copy_bandwidth(device, nbytes=ROOFLINE_BYTES, repeats=ROOFLINE_REPEATS):
+    """Bytes per second one process copies from one large buffer to another, best of `repeats`
+    (the memory traffic is at least twice that: read + write), as {"torch": copy_'s,
+    "memcpy": the C library's (CPU only)}. Both count because they differ: on some machines
+    copy_ is well below memcpy, whose non-temporal stores skip reading the destination, and
+    a roofline that a backend's memcpy-based transport can exceed would be no roofline."""
+    src = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)  # first touch: page faults are not bandwidth
+    rates = {"torch": nbytes / _best_seconds(lambda: dst.copy_(src), device, repeats)}
+    if device.type == "cpu":
+        copy = functools.partial(ctypes.memmove, dst.data_ptr(), src.data_ptr(), nbytes)
+        rates["memcpy"] = nbytes / _best_seconds(copy, device, repeats)
+    return rates
+
+
+def _best_seconds(fn, device, repeats):
+    best = math.inf
+    for _ in range(repeats):
+        _synchronize(device)
+        start = time.perf_counter()
+        fn()
+        _synchronize(device)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+# ---- the sizes of a sweep, and one backend's sweep over them -----------------------------------
+
+def sweep_sizes(cfg, collective, world):
+    """(bytes, count) per size: doubling, the count rounded down to a multiple of the world size
+    where the collective splits the array; sizes that round to nothing are left out."""
+    elem = DTYPES[cfg.dtype].itemsize
+    size = cfg.min_bytes
+    while size <= cfg.max_bytes:
+        count = size // elem
+        if COLLECTIVES[collective].splits:
+            count -= count % world
+        if count > 0:
+            yield count * elem, count
+        size *= 2
+
+
+def _measure_sweep(name, plan, group, backend, ctx, table):
+    """Yields a Measurement per size of `plan`, each measured when asked for. A backend that
+    refuses the collective (the reference may lack an op or a dtype) ends its sweep early."""
+    build = COLLECTIVES[name].build
+    _settle(group, ctx.device)
+    for i, (nbytes, count, timed, warmup) in enumerate(plan, 1):
+        table.progress(f"{name} {_human(nbytes)} {backend} ({i}/{len(plan)})")
+        case = build(ctx, count)
+        m = measure(case, group, ctx, timed, warmup, may_refuse=group is not None)
+        del case  # free this size's buffers before the next, larger one is allocated
+        if m.error:
+            table.note(f"{backend} refused {name}: {m.error}; its columns stay empty")
+            return
+        yield m
+
+
+def _settle(group, device, calls=50):
+    """Untimed tiny calls before a backend's first size, so that connection set-up (nccl's
+    communicator) and the scheduler's first placement of its threads are not timed."""
+    token = torch.zeros(1, device=device)
+    for _ in range(calls):
+        dist.all_reduce(token, group=group)
+    _synchronize(device)
