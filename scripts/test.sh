@@ -4,6 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
 
+echo "== layering of csrc/ (no header includes a layer above its own)"
+python3 scripts/check_layers.py
+
 echo "== C++ unit tests (the CUDA kernels run on the host; where nvcc exists, the host side of the CUDA path)"
 BUILD_DIR=build/cpp-tests
 cmake -S . -B "$BUILD_DIR" -G Ninja -DRING_BUILD_EXTENSION=OFF -DRING_CUDA=AUTO \

@@ -232,12 +232,9 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> RingBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                       const c10d::BroadcastOptions& opts) {
   CheckScope s{"broadcast", rank_, size_};
-  checkSingle(s, tensors, "tensor");
-  checkRoot(s, opts.rootRank, "root (src)");
-  if (opts.rootTensor != 0) failUsage(s, strCat("rootTensor ", opts.rootTensor, " must be 0"));
+  const int root = checkRootedTensor(s, tensors, opts.rootRank, opts.rootTensor, "root (src)");
   const at::Tensor t = tensors[0];
   const DType d = toRingDType(s, t.scalar_type());
-  const int root = static_cast<int>(opts.rootRank);
 #ifdef RING_WITH_CUDA
   if (CudaCollectives* cuda = kernelPath(s, t)) {
     return cuda->broadcast(s, t, d, root, seq_++, effectiveTimeout(opts.timeout));
@@ -253,14 +250,11 @@ c10::intrusive_ptr<c10d::Work> RingBackend::broadcast(std::vector<at::Tensor>& t
 c10::intrusive_ptr<c10d::Work> RingBackend::reduce(std::vector<at::Tensor>& tensors,
                                                    const c10d::ReduceOptions& opts) {
   CheckScope s{"reduce", rank_, size_};
-  checkSingle(s, tensors, "tensor");
-  checkRoot(s, opts.rootRank, "root (dst)");
-  if (opts.rootTensor != 0) failUsage(s, strCat("rootTensor ", opts.rootTensor, " must be 0"));
+  const int root = checkRootedTensor(s, tensors, opts.rootRank, opts.rootTensor, "root (dst)");
   const at::Tensor t = tensors[0];
   double factor = 1.0;
   const RedOp op = toRingOp(s, opts.reduceOp, t.scalar_type(), &factor);
   const DType d = toRingDType(s, t.scalar_type());
-  const int root = static_cast<int>(opts.rootRank);
   return run(s, {c10d::OpType::REDUCE,
                  strCat(countDetail(t.numel(), d), ", op ", redOpName(op), ", root ", root), {t},
                  {t}, opts.timeout,
@@ -273,12 +267,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reduce(std::vector<at::Tensor>& tens
 c10::intrusive_ptr<c10d::Work> RingBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                             const c10d::AllgatherOptions& opts) {
   CheckScope s{"all_gather_into_tensor", rank_, size_};
-  checkTensor(s, input, "input");
-  checkTensor(s, output, "output");
-  checkSameDevice(s, input, output);
-  checkSameDType(s, input, output, "output");
-  checkNumel(s, output, input.numel() * size_, "output",
-             strCat("world size ", size_, " x input's ", input.numel()));
+  checkBlockPair(s, input, "input", output, "output");
   checkAllGatherAliasing(s, input, output);
   const DType d = toRingDType(s, input.scalar_type());
 #ifdef RING_WITH_CUDA
@@ -297,15 +286,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allgather(
     const c10d::AllgatherOptions& opts) {
   CheckScope s{"all_gather", rank_, size_};
   checkSingle(s, inputs, "input");
-  if (outputs.size() != 1) failUsage(s, strCat("expected one output list, got ", outputs.size()));
-  checkListSize(s, outputs[0].size(), static_cast<size_t>(size_), "the output list");
-  for (size_t i = 0; i < outputs[0].size(); ++i) {
-    const auto& o = outputs[0][i];
-    checkTensor(s, o, strCat("output[", i, "]"));
-    checkSameDType(s, inputs[0], o, strCat("output[", i, "]"));
-    checkSameDevice(s, inputs[0], o);
-    checkNumel(s, o, inputs[0].numel(), strCat("output[", i, "]"), "the input's size");
-  }
+  checkPerRankList(s, outputs, inputs[0], "output", "the input's size");
   const DType d = toRingDType(s, inputs[0].scalar_type());
   return run(s, {c10d::OpType::ALLGATHER, countDetail(inputs[0].numel(), d), inputs, outputs[0],
                  opts.timeout,
@@ -363,21 +344,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   CheckScope s{"all_gather_into_tensor_coalesced", rank_, size_};
-  if (outputs.size() != inputs.size()) {
-    failUsage(s, strCat(outputs.size(), " outputs for ", inputs.size(), " inputs"));
-  }
-  std::vector<DType> dtypes;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    checkTensor(s, inputs[i], strCat("input[", i, "]"));
-    checkTensor(s, outputs[i], strCat("output[", i, "]"));
-    checkSameDType(s, inputs[i], outputs[i], strCat("output[", i, "]"));
-    checkSameDevice(s, inputs[0], inputs[i]);
-    checkSameDevice(s, inputs[i], outputs[i]);
-    checkNumel(s, outputs[i], inputs[i].numel() * size_, strCat("output[", i, "]"),
-               strCat("world size ", size_, " x input[", i, "]"));
-    checkAllGatherAliasing(s, inputs[i], outputs[i]);
-    dtypes.push_back(toRingDType(s, inputs[i].scalar_type()));
-  }
+  const std::vector<DType> dtypes = checkBlockPairs(s, inputs, "input", outputs, "output");
+  for (size_t i = 0; i < inputs.size(); ++i) checkAllGatherAliasing(s, inputs[i], outputs[i]);
   return run(s, {c10d::OpType::COALESCED, strCat(inputs.size(), " tensors"), inputs, outputs,
                  opts.timeout,
                  [this, dtypes](const CallInfo& c, const Tensors& in, const Tensors& out) {
@@ -390,12 +358,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allgather_into_tensor_coalesced(
 c10::intrusive_ptr<c10d::Work> RingBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   CheckScope s{"reduce_scatter_tensor", rank_, size_};
-  checkTensor(s, input, "input");
-  checkTensor(s, output, "output");
-  checkSameDevice(s, input, output);
-  checkSameDType(s, input, output, "output");
-  checkNumel(s, input, output.numel() * size_, "input",
-             strCat("world size ", size_, " x output's ", output.numel()));
+  checkBlockPair(s, output, "output", input, "input");
   double factor = 1.0;
   const RedOp op = toRingOp(s, opts.reduceOp, input.scalar_type(), &factor);
   const DType d = toRingDType(s, input.scalar_type());
@@ -424,15 +387,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reduce_scatter(
     const c10d::ReduceScatterOptions& opts) {
   CheckScope s{"reduce_scatter", rank_, size_};
   checkSingle(s, outputs, "output");
-  if (inputs.size() != 1) failUsage(s, strCat("expected one input list, got ", inputs.size()));
-  checkListSize(s, inputs[0].size(), static_cast<size_t>(size_), "the input list");
-  for (size_t i = 0; i < inputs[0].size(); ++i) {
-    const auto& t = inputs[0][i];
-    checkTensor(s, t, strCat("input[", i, "]"));
-    checkSameDType(s, outputs[0], t, strCat("input[", i, "]"));
-    checkSameDevice(s, outputs[0], t);
-    checkNumel(s, t, outputs[0].numel(), strCat("input[", i, "]"), "the output's size");
-  }
+  checkPerRankList(s, inputs, outputs[0], "input", "the output's size");
   double factor = 1.0;
   const RedOp op = toRingOp(s, opts.reduceOp, outputs[0].scalar_type(), &factor);
   const DType d = toRingDType(s, outputs[0].scalar_type());
@@ -450,23 +405,10 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   CheckScope s{"reduce_scatter_tensor_coalesced", rank_, size_};
-  if (outputs.size() != inputs.size()) {
-    failUsage(s, strCat(outputs.size(), " outputs for ", inputs.size(), " inputs"));
-  }
+  const std::vector<DType> dtypes = checkBlockPairs(s, outputs, "output", inputs, "input");
   double factor = 1.0;
   RedOp op = RedOp::Sum;
-  std::vector<DType> dtypes;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    checkTensor(s, inputs[i], strCat("input[", i, "]"));
-    checkTensor(s, outputs[i], strCat("output[", i, "]"));
-    checkSameDType(s, inputs[i], outputs[i], strCat("output[", i, "]"));
-    checkSameDevice(s, inputs[0], inputs[i]);
-    checkSameDevice(s, inputs[i], outputs[i]);
-    checkNumel(s, inputs[i], outputs[i].numel() * size_, strCat("input[", i, "]"),
-               strCat("world size ", size_, " x output[", i, "]"));
-    op = toRingOp(s, opts.reduceOp, inputs[i].scalar_type(), &factor);
-    dtypes.push_back(toRingDType(s, inputs[i].scalar_type()));
-  }
+  for (const at::Tensor& t : inputs) op = toRingOp(s, opts.reduceOp, t.scalar_type(), &factor);
   return run(s, {c10d::OpType::COALESCED, strCat(inputs.size(), " tensors, op ", redOpName(op)),
                  inputs, outputs, opts.timeout,
                  [this, dtypes, op, factor](const CallInfo& c, const Tensors& in, const Tensors& out) {
@@ -482,22 +424,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::gather(std::vector<std::vector<at::T
                                                    std::vector<at::Tensor>& inputs,
                                                    const c10d::GatherOptions& opts) {
   CheckScope s{"gather", rank_, size_};
-  checkSingle(s, inputs, "input");
-  checkRoot(s, opts.rootRank, "root (dst)");
-  const int root = static_cast<int>(opts.rootRank);
-  if (rank_ == root) {
-    if (outputs.size() != 1) failUsage(s, strCat("the root expects one output list, got ", outputs.size()));
-    checkListSize(s, outputs[0].size(), static_cast<size_t>(size_), "the gather list");
-    for (size_t i = 0; i < outputs[0].size(); ++i) {
-      const auto& o = outputs[0][i];
-      checkTensor(s, o, strCat("gather_list[", i, "]"));
-      checkSameDType(s, inputs[0], o, strCat("gather_list[", i, "]"));
-      checkSameDevice(s, inputs[0], o);
-      checkNumel(s, o, inputs[0].numel(), strCat("gather_list[", i, "]"), "the input's size");
-    }
-  } else if (!outputs.empty() && !outputs[0].empty()) {
-    failUsage(s, strCat("only the root (rank ", root, ") may pass a gather list"));
-  }
+  const int root = checkRootedList(s, inputs, "input", opts.rootRank, "root (dst)", outputs,
+                                   "gather_list", "the input's size");
   const DType d = toRingDType(s, inputs[0].scalar_type());
   return run(s, {c10d::OpType::GATHER, strCat(countDetail(inputs[0].numel(), d), ", root ", root),
                  inputs, rank_ == root ? outputs[0] : Tensors{}, opts.timeout,
@@ -514,22 +442,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::scatter(std::vector<at::Tensor>& out
                                                     std::vector<std::vector<at::Tensor>>& inputs,
                                                     const c10d::ScatterOptions& opts) {
   CheckScope s{"scatter", rank_, size_};
-  checkSingle(s, outputs, "output");
-  checkRoot(s, opts.rootRank, "root (src)");
-  const int root = static_cast<int>(opts.rootRank);
-  if (rank_ == root) {
-    if (inputs.size() != 1) failUsage(s, strCat("the root expects one input list, got ", inputs.size()));
-    checkListSize(s, inputs[0].size(), static_cast<size_t>(size_), "the scatter list");
-    for (size_t i = 0; i < inputs[0].size(); ++i) {
-      const auto& t = inputs[0][i];
-      checkTensor(s, t, strCat("scatter_list[", i, "]"));
-      checkSameDType(s, outputs[0], t, strCat("scatter_list[", i, "]"));
-      checkSameDevice(s, outputs[0], t);
-      checkNumel(s, t, outputs[0].numel(), strCat("scatter_list[", i, "]"), "the output's size");
-    }
-  } else if (!inputs.empty() && !inputs[0].empty()) {
-    failUsage(s, strCat("only the root (rank ", root, ") may pass a scatter list"));
-  }
+  const int root = checkRootedList(s, outputs, "output", opts.rootRank, "root (src)", inputs,
+                                   "scatter_list", "the output's size");
   const DType d = toRingDType(s, outputs[0].scalar_type());
   return run(s, {c10d::OpType::SCATTER, strCat(countDetail(outputs[0].numel(), d), ", root ", root),
                  rank_ == root ? inputs[0] : Tensors{}, outputs, opts.timeout,

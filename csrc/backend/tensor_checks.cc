@@ -138,6 +138,68 @@ void checkListSize(const CheckScope& s, size_t got, size_t expected, const std::
   }
 }
 
+void checkPerRankList(const CheckScope& s, const std::vector<std::vector<at::Tensor>>& lists,
+                      const at::Tensor& like, const char* item, const char* sameSize) {
+  if (lists.size() != 1) failUsage(s, strCat("expected one ", item, " list, got ", lists.size()));
+  checkListSize(s, lists[0].size(), static_cast<size_t>(s.size), strCat("the ", item, " list"));
+  for (size_t i = 0; i < lists[0].size(); ++i) {
+    const at::Tensor& t = lists[0][i];
+    const std::string what = strCat(item, "[", i, "]");
+    checkTensor(s, t, what);
+    checkSameDType(s, like, t, what);
+    checkSameDevice(s, like, t);
+    checkNumel(s, t, like.numel(), what, sameSize);
+  }
+}
+
+void checkBlockPair(const CheckScope& s, const at::Tensor& part, const std::string& partName,
+                    const at::Tensor& whole, const std::string& wholeName) {
+  checkTensor(s, part, partName);
+  checkTensor(s, whole, wholeName);
+  checkSameDevice(s, part, whole);
+  checkSameDType(s, part, whole, wholeName);
+  checkNumel(s, whole, part.numel() * s.size, wholeName,
+             strCat("world size ", s.size, " x ", partName, "'s ", part.numel()));
+}
+
+std::vector<DType> checkBlockPairs(const CheckScope& s, const std::vector<at::Tensor>& parts,
+                                   const char* partName, const std::vector<at::Tensor>& wholes,
+                                   const char* wholeName) {
+  if (wholes.size() != parts.size()) {
+    failUsage(s, strCat(wholes.size(), " ", wholeName, "s for ", parts.size(), " ", partName, "s"));
+  }
+  std::vector<DType> dtypes;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    checkBlockPair(s, parts[i], strCat(partName, "[", i, "]"), wholes[i],
+                   strCat(wholeName, "[", i, "]"));
+    checkSameDevice(s, parts[0], parts[i]);
+    dtypes.push_back(toRingDType(s, parts[i].scalar_type()));
+  }
+  return dtypes;
+}
+
+int checkRootedTensor(const CheckScope& s, const std::vector<at::Tensor>& tensors, int64_t root,
+                      int64_t rootTensor, const char* rootName) {
+  checkSingle(s, tensors, "tensor");
+  checkRoot(s, root, rootName);
+  if (rootTensor != 0) failUsage(s, strCat("rootTensor ", rootTensor, " must be 0"));
+  return static_cast<int>(root);
+}
+
+int checkRootedList(const CheckScope& s, const std::vector<at::Tensor>& single,
+                    const char* singleName, int64_t root, const char* rootName,
+                    const std::vector<std::vector<at::Tensor>>& lists, const char* item,
+                    const char* sameSize) {
+  checkSingle(s, single, singleName);
+  checkRoot(s, root, rootName);
+  if (s.rank == root) {
+    checkPerRankList(s, lists, single[0], item, sameSize);
+  } else if (!lists.empty() && !lists[0].empty()) {
+    failUsage(s, strCat("only the root (rank ", root, ") may pass a ", item));
+  }
+  return static_cast<int>(root);
+}
+
 bool overlaps(const at::Tensor& a, const at::Tensor& b) {
   const char* pa = static_cast<const char*>(a.data_ptr());
   const char* pb = static_cast<const char*>(b.data_ptr());

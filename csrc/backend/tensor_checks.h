@@ -40,6 +40,30 @@ void checkListSize(const CheckScope& s, size_t got, size_t expected, const std::
 
 std::string shapeString(const at::Tensor& t);
 
+// The list forms (all_gather's outputs, reduce_scatter's inputs): exactly one list of one
+// tensor per rank, each like `like` (dtype, device, as many elements: `sameSize` says why).
+// `item` names its tensors in errors ("output" -> "output[2]").
+void checkPerRankList(const CheckScope& s, const std::vector<std::vector<at::Tensor>>& lists,
+                      const at::Tensor& like, const char* item, const char* sameSize);
+// The single-tensor forms (all_gather_into_tensor, reduce_scatter_tensor and their coalesced
+// lists): `whole` holds world-size times `part`'s elements, with the same dtype and device.
+void checkBlockPair(const CheckScope& s, const at::Tensor& part, const std::string& partName,
+                    const at::Tensor& whole, const std::string& wholeName);
+// Their coalesced forms: as many `wholes` as `parts`, each pair as above, all on one device.
+// Returns each pair's dtype.
+std::vector<DType> checkBlockPairs(const CheckScope& s, const std::vector<at::Tensor>& parts,
+                                   const char* partName, const std::vector<at::Tensor>& wholes,
+                                   const char* wholeName);
+// broadcast / reduce: one tensor, a valid root, rootTensor 0. Returns the root.
+int checkRootedTensor(const CheckScope& s, const std::vector<at::Tensor>& tensors, int64_t root,
+                      int64_t rootTensor, const char* rootName);
+// gather / scatter: this rank's one tensor (`single`), a valid root, and the root's list of one
+// tensor per rank like it (the other ranks pass none, or an empty one). Returns the root.
+int checkRootedList(const CheckScope& s, const std::vector<at::Tensor>& single,
+                    const char* singleName, int64_t root, const char* rootName,
+                    const std::vector<std::vector<at::Tensor>>& lists, const char* item,
+                    const char* sameSize);
+
 // Whether the bytes of two tensors overlap (empty tensors overlap nothing).
 bool overlaps(const at::Tensor& a, const at::Tensor& b);
 // all_gather_into_tensor: an input inside the output must be exactly this rank's block (FSDP
