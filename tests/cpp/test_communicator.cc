@@ -23,6 +23,9 @@ using namespace testing_support;
 
 const std::vector<int> kWorlds = {1, 2, 3, 4, 7};
 
+// The collectives' tests run once per world size, each its own test (named "world3").
+class CommunicatorInWorld : public ::testing::TestWithParam<int> {};
+
 std::vector<int64_t> countsFor(int n, bool large) {
   std::set<int64_t> c = {0, 1, n + 1, 1009};
   if (large) c.insert(20000);
@@ -56,29 +59,28 @@ std::vector<ReduceCase> allReduceCases(int n) {
   return cases;
 }
 
-TEST(Communicator, AllReduceMatchesClosedFormAndIsBitwiseIdenticalAcrossRanks) {
-  for (int n : kWorlds) {
-    const auto cases = allReduceCases(n);
-    std::vector<std::vector<uint64_t>> digests(cases.size(), std::vector<uint64_t>(n));
-    auto outcomes = runGroup(n, [&](Communicator& comm) {
-      const int r = comm.rank();
-      for (size_t k = 0; k < cases.size(); ++k) {
-        const ReduceCase& c = cases[k];
-        auto data = buffer(c.t, c.count, [&](int64_t i) { return inputFor(c.t, c.op, r, i); });
-        comm.allReduce(data.data(), c.count, c.t, c.op, 0.5, call(k));
-        int64_t bad = firstMismatch(c.t, data.data(), c.count,
-                                    [&](int64_t i) { return expectedFor(c.t, c.op, n, i); });
-        EXPECT_EQ(bad, -1) << "n=" << n << " rank " << r << " " << dtypeName(c.t) << " "
-                           << redOpName(c.op) << " count " << c.count << ": element " << bad
-                           << " expected " << expectedFor(c.t, c.op, n, bad);
-        digests[k][r] = fingerprintBytes(data.data(), c.count * elementSize(c.t));
-      }
-    });
-    expectAllOk(outcomes);
+TEST_P(CommunicatorInWorld, AllReduceMatchesClosedFormAndIsBitwiseIdenticalAcrossRanks) {
+  const int n = GetParam();
+  const auto cases = allReduceCases(n);
+  std::vector<std::vector<uint64_t>> digests(cases.size(), std::vector<uint64_t>(n));
+  auto outcomes = runGroup(n, [&](Communicator& comm) {
+    const int r = comm.rank();
     for (size_t k = 0; k < cases.size(); ++k) {
-      for (int r = 1; r < n; ++r) {
-        EXPECT_EQ(digests[k][r], digests[k][0]) << "n=" << n << " case " << k << " rank " << r;
-      }
+      const ReduceCase& c = cases[k];
+      auto data = buffer(c.t, c.count, [&](int64_t i) { return inputFor(c.t, c.op, r, i); });
+      comm.allReduce(data.data(), c.count, c.t, c.op, 0.5, call(k));
+      int64_t bad = firstMismatch(c.t, data.data(), c.count,
+                                  [&](int64_t i) { return expectedFor(c.t, c.op, n, i); });
+      EXPECT_EQ(bad, -1) << "n=" << n << " rank " << r << " " << dtypeName(c.t) << " "
+                         << redOpName(c.op) << " count " << c.count << ": element " << bad
+                         << " expected " << expectedFor(c.t, c.op, n, bad);
+      digests[k][r] = fingerprintBytes(data.data(), c.count * elementSize(c.t));
+    }
+  });
+  expectAllOk(outcomes);
+  for (size_t k = 0; k < cases.size(); ++k) {
+    for (int r = 1; r < n; ++r) {
+      EXPECT_EQ(digests[k][r], digests[k][0]) << "n=" << n << " case " << k << " rank " << r;
     }
   }
 }
@@ -95,144 +97,139 @@ const std::pair<DType, RedOp> kReducePairs[] = {{DType::Int64, RedOp::Sum},
                                                 {DType::Bool, RedOp::Product}};
 
 // Rank R ends with the reduction of every rank's block R; the input stays untouched.
-TEST(Communicator, ReduceScatterReducesBlockRankIntoEachRank) {
-  for (int n : kWorlds) {
-    auto outcomes = runGroup(n, [&](Communicator& comm) {
-      const int r = comm.rank();
-      uint64_t seq = 0;
-      for (int64_t c : countsFor(n, false)) {
-        for (auto [t, op] : kReducePairs) {
-          auto in = buffer(t, n * c, [&](int64_t j) { return inputFor(t, op, r, j); });
-          const auto inBefore = in;
-          auto out = buffer(t, c, [](int64_t) { return -99; });
-          comm.reduceScatter(in.data(), out.data(), c, t, op, 0.5, call(seq++));
-          EXPECT_EQ(firstMismatch(t, out.data(), c,
-                                  [&](int64_t i) { return expectedFor(t, op, n, r * c + i); }), -1)
-              << "n=" << n << " rank " << r << " count " << c << " " << dtypeName(t) << " "
-              << redOpName(op);
-          EXPECT_EQ(in, inBefore) << "input modified on rank " << r;
-        }
+TEST_P(CommunicatorInWorld, ReduceScatterReducesBlockRankIntoEachRank) {
+  const int n = GetParam();
+  auto outcomes = runGroup(n, [&](Communicator& comm) {
+    const int r = comm.rank();
+    uint64_t seq = 0;
+    for (int64_t c : countsFor(n, false)) {
+      for (auto [t, op] : kReducePairs) {
+        auto in = buffer(t, n * c, [&](int64_t j) { return inputFor(t, op, r, j); });
+        const auto inBefore = in;
+        auto out = buffer(t, c, [](int64_t) { return -99; });
+        comm.reduceScatter(in.data(), out.data(), c, t, op, 0.5, call(seq++));
+        EXPECT_EQ(firstMismatch(t, out.data(), c,
+                                [&](int64_t i) { return expectedFor(t, op, n, r * c + i); }), -1)
+            << "n=" << n << " rank " << r << " count " << c << " " << dtypeName(t) << " "
+            << redOpName(op);
+        EXPECT_EQ(in, inBefore) << "input modified on rank " << r;
       }
-    });
-    expectAllOk(outcomes);
-  }
+    }
+  });
+  expectAllOk(outcomes);
 }
 
 // Block q of every rank's output is rank q's input; also in place, with the input being block
 // `rank` of the output (as FSDP calls it). 2-byte elements.
-TEST(Communicator, AllGatherCollectsEveryRanksBlockAlsoInPlace) {
+TEST_P(CommunicatorInWorld, AllGatherCollectsEveryRanksBlockAlsoInPlace) {
   const DType t = DType::Float16;
   auto value = [](int q, int64_t i) { return q * 100.0 + static_cast<double>(i % 50); };
-  for (int n : kWorlds) {
-    auto outcomes = runGroup(n, [&](Communicator& comm) {
-      const int r = comm.rank();
-      uint64_t seq = 0;
-      for (int64_t c : countsFor(n, false)) {
-        auto want = [&](int64_t j) { return value(static_cast<int>(j / c), j % c); };
-        auto in = buffer(t, c, [&](int64_t i) { return value(r, i); });
-        auto out = buffer(t, n * c, [](int64_t) { return -1; });
-        comm.allGather(in.data(), out.data(), c, t, call(seq++));
-        EXPECT_EQ(firstMismatch(t, out.data(), n * c, want), -1) << "n=" << n << " c=" << c;
+  const int n = GetParam();
+  auto outcomes = runGroup(n, [&](Communicator& comm) {
+    const int r = comm.rank();
+    uint64_t seq = 0;
+    for (int64_t c : countsFor(n, false)) {
+      auto want = [&](int64_t j) { return value(static_cast<int>(j / c), j % c); };
+      auto in = buffer(t, c, [&](int64_t i) { return value(r, i); });
+      auto out = buffer(t, n * c, [](int64_t) { return -1; });
+      comm.allGather(in.data(), out.data(), c, t, call(seq++));
+      EXPECT_EQ(firstMismatch(t, out.data(), n * c, want), -1) << "n=" << n << " c=" << c;
 
-        auto inPlace = buffer(t, n * c, [&](int64_t j) { return j / c == r ? want(j) : -1; });
-        const char* myBlock = inPlace.data() + r * c * static_cast<int64_t>(elementSize(t));
-        comm.allGather(myBlock, inPlace.data(), c, t, call(seq++));
-        EXPECT_EQ(firstMismatch(t, inPlace.data(), n * c, want), -1)
-            << "in place, n=" << n << " c=" << c;
-      }
-    });
-    expectAllOk(outcomes);
-  }
+      auto inPlace = buffer(t, n * c, [&](int64_t j) { return j / c == r ? want(j) : -1; });
+      const char* myBlock = inPlace.data() + r * c * static_cast<int64_t>(elementSize(t));
+      comm.allGather(myBlock, inPlace.data(), c, t, call(seq++));
+      EXPECT_EQ(firstMismatch(t, inPlace.data(), n * c, want), -1)
+          << "in place, n=" << n << " c=" << c;
+    }
+  });
+  expectAllOk(outcomes);
 }
 
 // From every root, one-byte elements: every rank ends with the root's bytes.
-TEST(Communicator, BroadcastFromEveryRoot) {
+TEST_P(CommunicatorInWorld, BroadcastFromEveryRoot) {
   const DType t = DType::UInt8;
   auto value = [](int q, int64_t i) { return static_cast<double>((q * 37 + i) % 256); };
-  for (int n : kWorlds) {
-    auto outcomes = runGroup(n, [&](Communicator& comm) {
-      uint64_t seq = 0;
-      for (int root = 0; root < n; ++root) {
-        for (int64_t c : countsFor(n, false)) {
-          auto data = buffer(t, c, [&](int64_t i) { return value(comm.rank(), i); });
-          comm.broadcast(data.data(), c, t, root, call(seq++));
-          EXPECT_EQ(firstMismatch(t, data.data(), c, [&](int64_t i) { return value(root, i); }),
-                    -1) << "n=" << n << " root " << root << " c=" << c << " rank " << comm.rank();
-        }
+  const int n = GetParam();
+  auto outcomes = runGroup(n, [&](Communicator& comm) {
+    uint64_t seq = 0;
+    for (int root = 0; root < n; ++root) {
+      for (int64_t c : countsFor(n, false)) {
+        auto data = buffer(t, c, [&](int64_t i) { return value(comm.rank(), i); });
+        comm.broadcast(data.data(), c, t, root, call(seq++));
+        EXPECT_EQ(firstMismatch(t, data.data(), c, [&](int64_t i) { return value(root, i); }),
+                  -1) << "n=" << n << " root " << root << " c=" << c << " rank " << comm.rank();
       }
-    });
-    expectAllOk(outcomes);
-  }
+    }
+  });
+  expectAllOk(outcomes);
 }
 
 // From every root: the root's output holds the reduction; other ranks' outputs are never
 // written, and no rank's input is.
-TEST(Communicator, ReduceToEveryRootLeavesOtherOutputsUntouched) {
-  for (int n : kWorlds) {
-    auto outcomes = runGroup(n, [&](Communicator& comm) {
-      const int r = comm.rank();
-      uint64_t seq = 0;
-      for (int root = 0; root < n; ++root) {
-        for (int64_t c : countsFor(n, false)) {
-          for (auto [t, op] : kReducePairs) {
-            auto in = buffer(t, c, [&](int64_t i) { return inputFor(t, op, r, i); });
-            const auto inBefore = in;
-            auto out = buffer(t, c, [](int64_t) { return -99; });
-            comm.reduce(in.data(), out.data(), c, t, op, 0.5, root, call(seq++));
-            auto want = [&](int64_t i) { return r == root ? expectedFor(t, op, n, i) : -99; };
-            EXPECT_EQ(firstMismatch(t, out.data(), c, want), -1)
-                << "n=" << n << " root " << root << " c=" << c << " rank " << r << " "
-                << dtypeName(t) << " " << redOpName(op);
-            EXPECT_EQ(in, inBefore);
-          }
+TEST_P(CommunicatorInWorld, ReduceToEveryRootLeavesOtherOutputsUntouched) {
+  const int n = GetParam();
+  auto outcomes = runGroup(n, [&](Communicator& comm) {
+    const int r = comm.rank();
+    uint64_t seq = 0;
+    for (int root = 0; root < n; ++root) {
+      for (int64_t c : countsFor(n, false)) {
+        for (auto [t, op] : kReducePairs) {
+          auto in = buffer(t, c, [&](int64_t i) { return inputFor(t, op, r, i); });
+          const auto inBefore = in;
+          auto out = buffer(t, c, [](int64_t) { return -99; });
+          comm.reduce(in.data(), out.data(), c, t, op, 0.5, root, call(seq++));
+          auto want = [&](int64_t i) { return r == root ? expectedFor(t, op, n, i) : -99; };
+          EXPECT_EQ(firstMismatch(t, out.data(), c, want), -1)
+              << "n=" << n << " root " << root << " c=" << c << " rank " << r << " "
+              << dtypeName(t) << " " << redOpName(op);
+          EXPECT_EQ(in, inBefore);
         }
       }
-    });
-    expectAllOk(outcomes);
-  }
+    }
+  });
+  expectAllOk(outcomes);
 }
 
 // Gather (2-byte ints) and scatter (8-byte floats) from every root.
-TEST(Communicator, GatherAndScatterFromEveryRoot) {
+TEST_P(CommunicatorInWorld, GatherAndScatterFromEveryRoot) {
   auto gathered = [](int q, int64_t i) { return q * 1000.0 + static_cast<double>(i % 1000); };
   auto scattered = [](int root, int q, int64_t i) { return root * 0.5 + q * 1e6 + i; };
-  for (int n : kWorlds) {
-    auto outcomes = runGroup(n, [&](Communicator& comm) {
-      const int r = comm.rank();
-      uint64_t seq = 0;
-      for (int root = 0; root < n; ++root) {
-        for (int64_t c : countsFor(n, false)) {
-          auto in = buffer(DType::Int16, c, [&](int64_t i) { return gathered(r, i); });
-          auto out = buffer(DType::Int16, n * c, [](int64_t) { return -7; });
-          comm.gather(in.data(), out.data(), c, DType::Int16, root, call(seq++));
-          auto want = [&](int64_t j) { return r == root ? gathered(int(j / c), j % c) : -7; };
-          EXPECT_EQ(firstMismatch(DType::Int16, out.data(), n * c, want), -1)
-              << "gather n=" << n << " root " << root << " c=" << c << " rank " << r;
+  const int n = GetParam();
+  auto outcomes = runGroup(n, [&](Communicator& comm) {
+    const int r = comm.rank();
+    uint64_t seq = 0;
+    for (int root = 0; root < n; ++root) {
+      for (int64_t c : countsFor(n, false)) {
+        auto in = buffer(DType::Int16, c, [&](int64_t i) { return gathered(r, i); });
+        auto out = buffer(DType::Int16, n * c, [](int64_t) { return -7; });
+        comm.gather(in.data(), out.data(), c, DType::Int16, root, call(seq++));
+        auto want = [&](int64_t j) { return r == root ? gathered(int(j / c), j % c) : -7; };
+        EXPECT_EQ(firstMismatch(DType::Int16, out.data(), n * c, want), -1)
+            << "gather n=" << n << " root " << root << " c=" << c << " rank " << r;
 
-          auto all = buffer(DType::Float64, n * c, [&](int64_t j) {
-            return r == root ? scattered(root, int(j / c), j % c) : -3;  // only the root's counts
-          });
-          auto mine = buffer(DType::Float64, c, [](int64_t) { return -5; });
-          comm.scatter(all.data(), mine.data(), c, DType::Float64, root, call(seq++));
-          EXPECT_EQ(firstMismatch(DType::Float64, mine.data(), c,
-                                  [&](int64_t i) { return scattered(root, r, i); }), -1)
-              << "scatter n=" << n << " root " << root << " c=" << c << " rank " << r;
-        }
+        auto all = buffer(DType::Float64, n * c, [&](int64_t j) {
+          return r == root ? scattered(root, int(j / c), j % c) : -3;  // only the root's counts
+        });
+        auto mine = buffer(DType::Float64, c, [](int64_t) { return -5; });
+        comm.scatter(all.data(), mine.data(), c, DType::Float64, root, call(seq++));
+        EXPECT_EQ(firstMismatch(DType::Float64, mine.data(), c,
+                                [&](int64_t i) { return scattered(root, r, i); }), -1)
+            << "scatter n=" << n << " root " << root << " c=" << c << " rank " << r;
       }
-    });
-    expectAllOk(outcomes);
-  }
+    }
+  });
+  expectAllOk(outcomes);
 }
 
 // Uneven splits, some empty and some several slots long, with the blocks packed in each buffer
 // in rank order; byte counts as torch passes them. Also with the minimum of two slots, where
 // ranks that finish sending early must not stall the exchange.
-TEST(Communicator, AllToAllWithUnevenByteCounts) {
+TEST_P(CommunicatorInWorld, AllToAllWithUnevenByteCounts) {
   const DType t = DType::Int32;
   auto elems = [](int from, int to) -> int64_t { return ((from + 2 * to) % 4) * 37; };
   auto value = [](int from, int to, int64_t k) { return from * 1e6 + to * 1e4 + k; };
-  for (int slots : {2, 4})
-  for (int n : kWorlds) {
+  const int n = GetParam();
+  for (int slots : {2, 4}) {
     CommOptions opts = smallSlotOptions();
     opts.slots = slots;
     auto outcomes = runGroup(n, [&](Communicator& comm) {
@@ -268,22 +265,26 @@ TEST(Communicator, AllToAllWithUnevenByteCounts) {
 }
 
 // Ranks arrive at staggered times; none may leave before the last has arrived.
-TEST(Communicator, BarrierHoldsEveryRankUntilAllArrive) {
-  for (int n : kWorlds) {
-    std::atomic<int> arrived{0};
-    auto outcomes = runGroup(n, [&](Communicator& comm) {
-      for (uint64_t round = 0; round < 3; ++round) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10 * ((comm.rank() + round) % n)));
-        arrived.fetch_add(1);
-        comm.barrier(call(round));
-        EXPECT_GE(arrived.load(), static_cast<int>(round + 1) * n)
-            << "rank " << comm.rank() << " left barrier " << round << " early";
-        comm.barrier(call(100 + round));  // nobody starts the next round's count early
-      }
-    });
-    expectAllOk(outcomes);
-  }
+TEST_P(CommunicatorInWorld, BarrierHoldsEveryRankUntilAllArrive) {
+  const int n = GetParam();
+  std::atomic<int> arrived{0};
+  auto outcomes = runGroup(n, [&](Communicator& comm) {
+    for (uint64_t round = 0; round < 3; ++round) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10 * ((comm.rank() + round) % n)));
+      arrived.fetch_add(1);
+      comm.barrier(call(round));
+      EXPECT_GE(arrived.load(), static_cast<int>(round + 1) * n)
+          << "rank " << comm.rank() << " left barrier " << round << " early";
+      comm.barrier(call(100 + round));  // nobody starts the next round's count early
+    }
+  });
+  expectAllOk(outcomes);
 }
+
+INSTANTIATE_TEST_SUITE_P(Worlds, CommunicatorInWorld, ::testing::ValuesIn(kWorlds),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "world" + std::to_string(info.param);
+                         });
 
 // ---- FIFO depth ------------------------------------------------------------------------------
 

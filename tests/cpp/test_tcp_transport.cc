@@ -203,17 +203,23 @@ void runEveryCollective(Communicator& c) {
   c.barrier(call(seq++));
 }
 
-TEST(TcpCommunicator, EveryCollectiveOverTcpOnly) {
-  for (int n : {2, 3, 4}) {
-    MemoryStore store;
-    auto out = runRanks(n, [&](int rank) {
-      Communicator c(store, rank, n, commOptions("tcp"));
-      EXPECT_NE(c.transport().describeLink((rank + 1) % n).find("tcp 127.0.0.1:"), std::string::npos);
-      runEveryCollective(c);
-    });
-    for (auto& o : out) EXPECT_TRUE(o.ok()) << "size " << n << ": " << o.message();
-  }
+class TcpCommunicatorInWorld : public ::testing::TestWithParam<int> {};
+
+TEST_P(TcpCommunicatorInWorld, EveryCollectiveOverTcpOnly) {
+  const int n = GetParam();
+  MemoryStore store;
+  auto out = runRanks(n, [&](int rank) {
+    Communicator c(store, rank, n, commOptions("tcp"));
+    EXPECT_NE(c.transport().describeLink((rank + 1) % n).find("tcp 127.0.0.1:"), std::string::npos);
+    runEveryCollective(c);
+  });
+  for (auto& o : out) EXPECT_TRUE(o.ok()) << "size " << n << ": " << o.message();
 }
+
+INSTANTIATE_TEST_SUITE_P(Worlds, TcpCommunicatorInWorld, ::testing::Values(2, 3, 4),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "world" + std::to_string(info.param);
+                         });
 
 // Whether this machine can listen on the IPv6 loopback (some containers disable IPv6).
 bool ipv6LoopbackWorks() {
