@@ -18,6 +18,15 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
 
+# The extension builds against the torch already installed. pip's default isolated build has
+# none, and without this check the user would get a CMake traceback from inside it.
+try:
+    import torch  # noqa: F401
+except ImportError:
+    sys.exit("torch_ring_backend builds against your installed torch, which this build "
+             "environment cannot see: run `pip install --no-build-isolation .` "
+             "(with torch 2.13 or newer installed)")
+
 
 class CMakeExtension(Extension):
     def __init__(self, name):
@@ -51,22 +60,14 @@ class CMakeBuild(build_ext):
         target = Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(built, target)
+        # The torch version it was built against: checked at import (torch_ring_backend/__init__).
+        shutil.copy2(build_dir / "_C.torch_version", target.parent / "_C.torch_version")
 
 
+# Metadata (name, version, dependencies, scripts, entry points) is in pyproject.toml; this file
+# only builds the extension.
 setup(
-    name="torch_ring_backend",
-    version=(ROOT / "torch_ring_backend" / "_version.py").read_text().split('"')[1],
-    description='The "ring" torch.distributed backend: our own ring collectives on CPU and CUDA',
-    packages=["torch_ring_backend", "torch_ring_backend.bench"],
     ext_modules=[CMakeExtension("torch_ring_backend._C")],
     cmdclass={"build_ext": CMakeBuild},
-    python_requires=">=3.9",
-    install_requires=[],  # torch (2.4 or newer) must already be installed: we build against it
-    entry_points={
-        "console_scripts": [
-            "torch-ring-bench=torch_ring_backend.bench:main",
-            "torch-ring-check=torch_ring_backend.check:main",
-        ]
-    },
     zip_safe=False,
 )

@@ -15,3 +15,4 @@ cmake --build "$BUILD_DIR" -j "${MAX_JOBS:-2}" "$@"
 so=$(ls "$BUILD_DIR"/_C*.so)
 cp "$so" "torch_ring_backend/.tmp_$(basename "$so")"
 mv -f "torch_ring_backend/.tmp_$(basename "$so")" "torch_ring_backend/$(basename "$so")"
+cp "$BUILD_DIR/_C.torch_version" torch_ring_backend/_C.torch_version

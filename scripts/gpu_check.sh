@@ -133,7 +133,7 @@ if [ $rc -ne 0 ]; then
   tail -25 "$OUT/build.log" | tee -a "$PHASES"
   exit 1
 fi
-cp "$BUILD"/_C*.so torch_ring_backend/
+cp "$BUILD"/_C*.so "$BUILD"/_C.torch_version torch_ring_backend/
 export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
 "$PY" -c "import torch_ring_backend" >> "$OUT/build.log" 2>&1 || { note "import failed"; tail -5 "$OUT/build.log" >> "$PHASES"; exit 1; }
 

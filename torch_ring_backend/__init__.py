@@ -6,14 +6,34 @@ Importing this package registers the backend name "ring" for cpu and cuda tensor
     torch.distributed.init_process_group("ring")
 """
 import datetime
+import os
 
 import torch
 import torch.distributed as dist
 
-from . import _C
 from ._version import __version__
 
-__all__ = ["__version__", "flight_recorder", "BACKEND_NAME"]
+
+def _check_built_for():
+    """Refuses, in one line, a module built against another torch (it would fail to load with
+    an undefined symbol)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_C.torch_version")
+    try:
+        with open(path) as f:
+            built = f.read().strip()
+    except OSError:
+        return  # a build that predates the check
+    if built != torch.__version__:
+        raise ImportError(
+            f"torch_ring_backend was built against torch {built} but torch {torch.__version__} "
+            f"is installed: rebuild it with `pip install --no-build-isolation --force-reinstall "
+            f".` in its source folder")
+
+
+_check_built_for()
+from . import _C  # noqa: E402
+
+__all__ = ["__version__", "flight_recorder", "register", "BACKEND_NAME"]
 
 BACKEND_NAME = "ring"
 
@@ -32,7 +52,9 @@ def _create_backend(dist_backend_opts, pg_options):
     )
 
 
-def _register():
+def register():
+    """Registers "ring" with torch.distributed (done on import; also the entry point that torch
+    2.14 calls for an unknown backend name, so that a script need not import this package)."""
     if hasattr(dist.Backend, BACKEND_NAME.upper()):
         return  # already registered (module imported twice under different names)
     dist.Backend.register_backend(
@@ -52,4 +74,4 @@ def flight_recorder(group=None, device="cpu"):
     return backend.flight_recorder()
 
 
-_register()
+register()

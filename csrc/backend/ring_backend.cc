@@ -149,8 +149,14 @@ c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, H
   return work;
 }
 
+c10::intrusive_ptr<c10d::Work> RingBackend::started(c10::intrusive_ptr<c10d::Work> work) {
+  if (coalescer_.active()) coalescer_.include(work);
+  return work;
+}
+
 c10::intrusive_ptr<c10d::Work> RingBackend::run(const CheckScope& s, HostCall call) {
   if (!anyCuda(call.inputs) && !anyCuda(call.outputs)) {
+    if (coalescer_.active()) return coalescer_.hold(rank_, s.collective, std::move(call));
     return push(s.collective, seq_++, std::move(call));
   }
 #ifdef RING_WITH_CUDA
@@ -165,7 +171,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::run(const CheckScope& s, HostCall ca
   auto hostWork = push(s.collective, seq, std::move(call),
                        [staged](const CallInfo& c) { staged->waitCopiedIn(c.timeout); });
   finishWhenDone(hostWork, staged);
-  return staged->work();
+  return started(staged->work());
 #else
   failUsage(s, "CUDA tensors need a build of torch_ring_backend with CUDA (nvcc was not found "
                "when it was built; rebuild with TORCH_RING_CUDA=1)");
@@ -184,6 +190,30 @@ void RingBackend::finishWhenDone(const c10::intrusive_ptr<RingWork>& hostWork,
 }
 #endif
 
+// ---- coalescing ---------------------------------------------------------------------------------
+
+void RingBackend::startCoalescing() { coalescer_.begin(rank_); }
+
+c10::intrusive_ptr<c10d::Work> RingBackend::endCoalescing() {
+  Coalescer::Block block = coalescer_.end(rank_);
+  std::vector<c10::intrusive_ptr<c10d::Work>> parts = std::move(block.started);
+  if (!block.held.empty()) {
+    HostCall fused = fuseHeld(block.held, [this](const CallInfo& c, void* data, int64_t count,
+                                                  const AllReduceKey& k) {
+      comm_->allReduce(data, count, k.dtype, k.op, k.factor, c);
+    });
+    auto task = push("coalesced", seq_++, std::move(fused));
+    // Each caller's Work completes with the block's task (on the worker, right after it).
+    std::vector<c10::intrusive_ptr<RingWork>> members;
+    for (const auto& h : block.held) members.push_back(h.work);
+    task->getFuture()->addCallback([members](c10::ivalue::Future& f) {
+      for (const auto& m : members) m->complete(f.hasError() ? f.exception_ptr() : nullptr);
+    });
+    parts.insert(parts.begin(), task);
+  }
+  return allOf(rank_, c10d::OpType::COALESCED, std::move(parts));
+}
+
 // ---- collectives -------------------------------------------------------------------------------
 
 c10::intrusive_ptr<c10d::Work> RingBackend::allreduce(std::vector<at::Tensor>& tensors,
@@ -196,14 +226,15 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allreduce(std::vector<at::Tensor>& t
   const DType d = toRingDType(s, t.scalar_type());
 #ifdef RING_WITH_CUDA
   if (CudaCollectives* cuda = kernelPath(s, t)) {
-    return cuda->allReduce(s, t, d, op, factor, seq_++, effectiveTimeout(opts.timeout));
+    return started(cuda->allReduce(s, t, d, op, factor, seq_++, effectiveTimeout(opts.timeout)));
   }
 #endif
   return run(s, {c10d::OpType::ALLREDUCE, strCat(countDetail(t.numel(), d), ", op ", redOpName(op)),
                  {t}, {t}, opts.timeout,
                  [this, d, op, factor](const CallInfo& c, const Tensors&, const Tensors& out) {
                    comm_->allReduce(out[0].data_ptr(), out[0].numel(), d, op, factor, c);
-                 }});
+                 },
+                 AllReduceKey{d, op, factor}});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::allreduce_coalesced(
@@ -226,7 +257,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allreduce_coalesced(
                    at::Tensor buffer = flatCat(out);
                    comm_->allReduce(buffer.data_ptr(), buffer.numel(), d, op, factor, c);
                    splitInto(buffer, out);
-                 }});
+                 },
+                 AllReduceKey{d, op, factor}});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::broadcast(std::vector<at::Tensor>& tensors,
@@ -237,7 +269,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::broadcast(std::vector<at::Tensor>& t
   const DType d = toRingDType(s, t.scalar_type());
 #ifdef RING_WITH_CUDA
   if (CudaCollectives* cuda = kernelPath(s, t)) {
-    return cuda->broadcast(s, t, d, root, seq_++, effectiveTimeout(opts.timeout));
+    return started(cuda->broadcast(s, t, d, root, seq_++, effectiveTimeout(opts.timeout)));
   }
 #endif
   return run(s, {c10d::OpType::BROADCAST, strCat(countDetail(t.numel(), d), ", root ", root),
@@ -272,7 +304,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::_allgather_base(at::Tensor& output, 
   const DType d = toRingDType(s, input.scalar_type());
 #ifdef RING_WITH_CUDA
   if (CudaCollectives* cuda = kernelPath(s, input)) {
-    return cuda->allGather(s, input, output, d, seq_++, effectiveTimeout(opts.timeout));
+    return started(cuda->allGather(s, input, output, d, seq_++, effectiveTimeout(opts.timeout)));
   }
 #endif
   return run(s, {c10d::OpType::_ALLGATHER_BASE, countDetail(input.numel(), d), {input}, {output},
@@ -364,8 +396,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::_reduce_scatter_base(
   const DType d = toRingDType(s, input.scalar_type());
 #ifdef RING_WITH_CUDA
   if (CudaCollectives* cuda = kernelPath(s, input)) {
-    return cuda->reduceScatter(s, input, output, d, op, factor, seq_++,
-                               effectiveTimeout(opts.timeout));
+    return started(cuda->reduceScatter(s, input, output, d, op, factor, seq_++,
+                               effectiveTimeout(opts.timeout)));
   }
 #endif
   // Blocks of the input are read until the last step: an output inside the input would be
@@ -676,8 +708,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::pointToPoint(bool isSend, at::Tensor
   if (staged) finishWhenDone(work, staged);
 #endif
   p2p().post(std::move(op));
-  if (deviceWork) return deviceWork;
-  return work;
+  if (deviceWork) return started(deviceWork);
+  return started(work);
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::send(std::vector<at::Tensor>& tensors, int dstRank,

@@ -16,6 +16,8 @@
 #include <memory>
 #include <mutex>
 
+#include "backend/coalescing.h"
+#include "backend/host_call.h"
 #include "backend/ring_work.h"
 #include "backend/torch_store.h"
 #include "backend/work_queue.h"
@@ -32,19 +34,6 @@ class CudaCollectives;    // backend/cuda_collectives.h
 class DedicatedStream;    // backend/cuda_sync.h
 class StagedCall;         // backend/staging.h
 #endif
-
-using Tensors = std::vector<at::Tensor>;
-
-// One call as the host ring runs it: its tensors, and a body that runs it over the tensors it
-// is handed (the caller's own CPU tensors, or pinned host copies of CUDA ones).
-struct HostCall {
-  c10d::OpType type;
-  std::string detail;  // for the flight recorder: "1000 x float32, op SUM"
-  Tensors inputs;      // read by the body
-  Tensors outputs;     // written by the body; the Work's result (may alias inputs)
-  std::chrono::milliseconds timeout;
-  std::function<void(const CallInfo&, const Tensors& in, const Tensors& out)> body;
-};
 
 class RingBackend : public c10d::Backend {
  public:
@@ -104,6 +93,11 @@ class RingBackend : public c10d::Backend {
                                                int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
+  // Coalescing (coalescing.h): the calls between start and end issued as one task.
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
   void abort() override;
@@ -118,6 +112,8 @@ class RingBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> run(const CheckScope& s, HostCall call);
   c10::intrusive_ptr<RingWork> push(const char* name, uint64_t seq, HostCall call,
                                     std::function<void(const CallInfo&)> beforeBody = nullptr);
+  // A Work of a call that runs at once: also covered by an open coalescing block's Work.
+  c10::intrusive_ptr<c10d::Work> started(c10::intrusive_ptr<c10d::Work> work);
   P2PEngine& p2p();
   c10::intrusive_ptr<c10d::Work> pointToPoint(bool isSend, at::Tensor tensor, int peer, int tag,
                                               const char* name);
@@ -132,6 +128,7 @@ class RingBackend : public c10d::Backend {
   FlightRecorder recorder_;
   std::atomic<uint64_t> seq_{0};
   std::unique_ptr<WorkQueue> queue_;
+  Coalescer coalescer_;
 
   std::mutex p2pMutex_;
   std::unique_ptr<P2PEngine> p2p_;
