@@ -35,6 +35,8 @@ fi
 "$PYTHON" -c "import setuptools, wheel" 2>/dev/null || "$PYTHON" -m pip install -q "setuptools>=64" wheel
 "$PYTHON" -c "import pytest" 2>/dev/null || "$PYTHON" -m pip install -q pytest
 "$PYTHON" -c "import numpy" 2>/dev/null || "$PYTHON" -m pip install -q numpy
+# PyTorch's own distributed test suite (tests/torch_suite) imports it.
+"$PYTHON" -c "import expecttest" 2>/dev/null || "$PYTHON" -m pip install -q expecttest
 
 echo "== building torch_ring_backend (CMake via setup.py)"
 export MAX_JOBS=${MAX_JOBS:-$(nproc)}

@@ -33,9 +33,12 @@ def _check_built_for():
 _check_built_for()
 from . import _C  # noqa: E402
 
-__all__ = ["__version__", "flight_recorder", "register", "BACKEND_NAME"]
+__all__ = ["__version__", "flight_recorder", "register", "RingOptions", "BACKEND_NAME"]
 
 BACKEND_NAME = "ring"
+
+
+RingOptions = _C.RingOptions
 
 
 def _create_backend(dist_backend_opts, pg_options):
@@ -43,13 +46,21 @@ def _create_backend(dist_backend_opts, pg_options):
     if not isinstance(timeout, datetime.timedelta):
         timeout = datetime.timedelta(seconds=float(timeout))
     group_id = getattr(dist_backend_opts, "group_id", "") or "default"
-    return _C.RingBackend(
-        dist_backend_opts.store,
-        dist_backend_opts.group_rank,
-        dist_backend_opts.group_size,
-        timeout,
-        str(group_id),
-    )
+    if pg_options is not None and not isinstance(pg_options, RingOptions):
+        raise TypeError(f"pg_options for the 'ring' backend must be torch_ring_backend.RingOptions, "
+                        f"not {type(pg_options).__name__}")
+    options = RingOptions(timeout=timeout)
+    if pg_options is not None:
+        options.transport = pg_options.transport
+        options.slot_bytes = pg_options.slot_bytes
+        options.slots = pg_options.slots
+        # A timeout set in the options wins over the group's (as ProcessGroupNCCL's options do).
+        if pg_options._timeout != RingOptions()._timeout:
+            options._timeout = pg_options._timeout
+    options.group_name = str(group_id)
+    options.global_ranks_in_group = list(getattr(dist_backend_opts, "global_ranks_in_group", []))
+    return _C.RingBackend(dist_backend_opts.store, dist_backend_opts.group_rank,
+                          dist_backend_opts.group_size, options)
 
 
 def register():

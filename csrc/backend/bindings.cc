@@ -17,6 +17,26 @@ PYBIND11_MODULE(_C, m) {
   // Backend's Python type must be registered before we derive from it.
   py::module_::import("torch.distributed");
 
+  // torch_ring_backend.RingOptions: per-group settings (pg_options of init_process_group,
+  // new_group, split_group, shrink_group).
+  py::class_<ring::RingOptions, c10d::Backend::Options, c10::intrusive_ptr<ring::RingOptions>>(
+      m, "RingOptions",
+      "Options of a 'ring' group: timeout, and the transport knobs that otherwise come from "
+      "TORCH_RING_TRANSPORT / TORCH_RING_SLOT_BYTES / TORCH_RING_SLOTS.")
+      .def(py::init([](std::chrono::milliseconds timeout, std::string transport, int64_t slotBytes,
+                       int slots) {
+             auto o = c10::make_intrusive<ring::RingOptions>(timeout);
+             o->transport = std::move(transport);
+             o->slotBytes = slotBytes;
+             o->slots = slots;
+             return o;
+           }),
+           py::arg("timeout") = ring::kRingDefaultTimeout, py::arg("transport") = "",
+           py::arg("slot_bytes") = 0, py::arg("slots") = 0)
+      .def_readwrite("transport", &ring::RingOptions::transport)
+      .def_readwrite("slot_bytes", &ring::RingOptions::slotBytes)
+      .def_readwrite("slots", &ring::RingOptions::slots);
+
   py::class_<ring::RingBackend, c10d::Backend, c10::intrusive_ptr<ring::RingBackend>>(
       m, "RingBackend")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -28,6 +48,17 @@ PYBIND11_MODULE(_C, m) {
            py::arg("group_name") = "default",
            // Set-up waits on the store for every peer: never while holding the GIL.
            py::call_guard<py::gil_scoped_release>())
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                       const c10::intrusive_ptr<ring::RingOptions>& options) {
+             return c10::make_intrusive<ring::RingBackend>(store, rank, size, options);
+           }),
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("options"),
+           py::call_guard<py::gil_scoped_release>())
+      // new_group on a default group with a bound device asks the non-members of the new group
+      // to take part in a "no color" split (NCCL's communicator split needs every rank); the
+      // ring's split involves only the members, so there is nothing to do here.
+      .def("perform_nocolor_split", [](ring::RingBackend&, const at::Device&) {},
+           py::arg("device"))
       .def_property_readonly("group_name", &ring::RingBackend::groupName)
       .def(
           "flight_recorder",

@@ -1,6 +1,9 @@
 #include "backend/ring_backend.h"
 
 #include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include <algorithm>
 
 #include "backend/tensor_checks.h"
 #include "common/errors.h"
@@ -65,11 +68,25 @@ Exchange exchangeOf(const std::vector<int64_t>& sendBytes, const std::vector<int
 
 RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                          std::chrono::milliseconds timeout, std::string groupName)
-    : c10d::Backend(rank, size), timeout_(timeout) {
+    : RingBackend(store, rank, size, [&] {
+        auto o = c10::make_intrusive<RingOptions>(timeout);
+        o->group_name = std::move(groupName);
+        return o;
+      }()) {}
+
+RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                         c10::intrusive_ptr<RingOptions> options)
+    : c10d::Backend(rank, size),
+      timeoutMs_(options->timeout.count()),
+      groupName_(options->group_name.empty() ? "default" : options->group_name),
+      c10dStore_(store),
+      options_(std::move(options)) {
   CommOptions opts;
-  opts.timeout = timeout;
-  opts.groupName = groupName;
-  groupName_ = std::move(groupName);
+  opts.timeout = options_->timeout;
+  opts.groupName = groupName_;
+  opts.transport = options_->transport;
+  opts.slotBytes = options_->slotBytes;
+  opts.slots = options_->slots;
   try {
     store_ = std::make_unique<TorchStore>(store);
     setupKeys_ = std::make_unique<SetupKeys>(*store_, rank, size);
@@ -86,7 +103,12 @@ RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
   } catch (const RingError& e) {
     TORCH_CHECK(false, e.what());
   }
-  queue_ = std::make_unique<WorkQueue>(rank, groupName_, recorder_);
+  queue_ = std::make_unique<WorkQueue>(
+      rank, groupName_, recorder_,
+      [this](c10d::OpType type, uint64_t seq, std::chrono::steady_clock::time_point start,
+             std::chrono::steady_clock::time_point end, const std::exception_ptr& error) {
+        finished(type, seq, start, end, error);
+      });
 }
 
 RingBackend::~RingBackend() { shutdown(); }
@@ -114,6 +136,7 @@ void RingBackend::shutdown() {
   comm_.reset();
   setupKeys_.reset();
   store_.reset();
+  c10dStore_.reset();
 }
 
 void RingBackend::abort() {
@@ -127,7 +150,8 @@ void RingBackend::abort() {
 }
 
 std::chrono::milliseconds RingBackend::effectiveTimeout(std::chrono::milliseconds t) const {
-  return t == c10d::kUnsetTimeout || t.count() <= 0 ? timeout_ : t;
+  return t == c10d::kUnsetTimeout || t.count() <= 0 ? std::chrono::milliseconds(timeoutMs_.load())
+                                                     : t;
 }
 
 // ---- the one dispatch ------------------------------------------------------------------------
@@ -599,28 +623,31 @@ c10::intrusive_ptr<c10d::Work> RingBackend::barrier(const c10d::BarrierOptions& 
 // ---- CUDA: the kernel path (set up on first use) and the staging streams -------------------------
 
 #ifdef RING_WITH_CUDA
+void RingBackend::setUpCudaLocked(const CheckScope& s, const at::Device& device) {
+  if (cudaTried_) return;
+  // Collective: every rank reaches its first CUDA call of the four kernel collectives (or
+  // init_process_group's eager connect) at the same point.
+  cudaTried_ = true;
+  std::lock_guard<std::mutex> commLock(commMutex_);
+  TORCH_CHECK(comm_ != nullptr, "ring: ", s.collective, " on rank ", rank_,
+              " was called after the process group was shut down (destroy_process_group)");
+  try {
+    cuda_ = std::make_unique<CudaCollectives>(*setupKeys_, *comm_, recorder_, rank_, size_, device,
+                                              effectiveTimeout(c10d::kUnsetTimeout));
+  } catch (const CommError& e) {
+    C10_THROW_ERROR(DistBackendError, strCat("ring: ", s.collective, " on rank ", rank_,
+                                             ": setting up the CUDA ring failed: ", e.what()));
+  } catch (const RingError& e) {
+    TORCH_CHECK(false, "ring: ", s.collective, " on rank ", rank_,
+                ": setting up the CUDA ring failed: ", e.what());
+  }
+}
+
 CudaCollectives* RingBackend::kernelPath(const CheckScope& s, const at::Tensor& t) {
   if (!t.is_cuda()) return nullptr;
   std::lock_guard<std::mutex> lock(cudaMutex_);
-  if (!cudaTried_) {
-    // Collective: every rank reaches its first CUDA call of these four at the same point.
-    cudaTried_ = true;
-    std::optional<at::Device> bound = getBoundDeviceId();
-    at::Device device = bound && bound->is_cuda() && bound->has_index() ? *bound : t.device();
-    std::lock_guard<std::mutex> commLock(commMutex_);
-    TORCH_CHECK(comm_ != nullptr, "ring: ", s.collective, " on rank ", rank_,
-                " was called after the process group was shut down (destroy_process_group)");
-    try {
-      cuda_ = std::make_unique<CudaCollectives>(*setupKeys_, *comm_, recorder_, rank_, size_,
-                                                device, timeout_);
-    } catch (const CommError& e) {
-      C10_THROW_ERROR(DistBackendError, strCat("ring: ", s.collective, " on rank ", rank_,
-                                               ": setting up the CUDA ring failed: ", e.what()));
-    } catch (const RingError& e) {
-      TORCH_CHECK(false, "ring: ", s.collective, " on rank ", rank_,
-                  ": setting up the CUDA ring failed: ", e.what());
-    }
-  }
+  std::optional<at::Device> bound = getBoundDeviceId();
+  setUpCudaLocked(s, bound && bound->is_cuda() && bound->has_index() ? *bound : t.device());
   if (!cuda_) return nullptr;
   if (t.device() != cuda_->device()) {
     failUsage(s, strCat("the tensor is on ", t.device().str(), " but this rank's group is bound to ",
@@ -649,6 +676,129 @@ void RingBackend::waitCudaWork() {
   // fails the barrier.
   if (cuda != nullptr) cuda->waitIdle();
 #endif
+}
+
+// ---- settings, hooks, what torch reads back ----------------------------------------------------
+
+void RingBackend::setTimeout(std::chrono::milliseconds timeout) {
+  // For the calls made from now on (each call keeps the timeout it started with).
+  timeoutMs_.store(timeout.count());
+  options_->timeout = timeout;
+}
+
+c10d::ErrorType RingBackend::getError() { return static_cast<c10d::ErrorType>(lastError_.load()); }
+
+c10::intrusive_ptr<c10d::Backend::Options> RingBackend::getBackendOptions() { return options_; }
+
+void RingBackend::registerOnCompletionHook(
+    std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) {
+  std::lock_guard<std::mutex> lock(hookMutex_);
+  TORCH_CHECK(!onCompletionHook_, "ring: rank ", rank_, ": a completion hook is already registered "
+              "on group '", groupName_, "' (one per group, as in ProcessGroupNCCL)");
+  onCompletionHook_ = std::move(hook);
+}
+
+void RingBackend::finished(c10d::OpType type, uint64_t seq,
+                           std::chrono::steady_clock::time_point start,
+                           std::chrono::steady_clock::time_point end,
+                           const std::exception_ptr& error) {
+  if (error) lastError_.store(static_cast<int>(errorTypeOf(error)));
+  std::function<void(std::shared_ptr<c10d::WorkInfo>)> hook;
+  {
+    std::lock_guard<std::mutex> lock(hookMutex_);
+    hook = onCompletionHook_;
+  }
+  if (!hook) return;
+  try {
+    hook(std::make_shared<c10d::WorkInfo>(type, seq, start, end,
+                                          std::chrono::duration<float>(end - start)));
+  } catch (const std::exception& e) {
+    // A user's hook must not take the worker down; say so instead.
+    RING_LOG(kLogWarn, "rank ", rank_, " group '", groupName_, "': the completion hook raised: ",
+             e.what());
+  }
+}
+
+void RingBackend::waitForPendingWorks() {
+  // Each bounded by its timeout.
+  if (queue_) queue_->waitIdle();
+  waitCudaWork();
+  std::lock_guard<std::mutex> lock(p2pMutex_);
+  if (p2p_) p2p_->waitIdle();
+}
+
+void RingBackend::eagerConnectSingleDevice(at::Device device) {
+#ifdef RING_WITH_CUDA
+  if (!device.is_cuda()) return;
+  std::lock_guard<std::mutex> lock(cudaMutex_);
+  setUpCudaLocked(CheckScope{"init_process_group(device_id)", rank_, size_}, device);
+#else
+  (void)device;
+#endif
+}
+
+// ---- new backends over some of the ranks: split and shrink ----------------------------------------
+
+namespace {
+
+// The options a child group starts from: torch's (if they are ours), else the parent's.
+c10::intrusive_ptr<RingOptions> childOptions(const c10::intrusive_ptr<c10d::Backend::Options>& given,
+                                             const RingOptions& parent) {
+  if (auto ours = c10::dynamic_intrusive_pointer_cast<RingOptions>(given)) {
+    return c10::make_intrusive<RingOptions>(*ours);
+  }
+  auto child = c10::make_intrusive<RingOptions>(parent);
+  if (given) {
+    if (given->timeout.count() > 0) child->timeout = given->timeout;
+    child->group_name = given->group_name;
+  }
+  return child;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Backend> RingBackend::split(const c10::intrusive_ptr<c10d::Store>& store,
+                                                      const std::vector<int>& ranks,
+                                                      const c10::intrusive_ptr<Options>& opts) {
+  CheckScope s{"split", rank_, size_};
+  for (int r : ranks) checkRoot(s, r, "rank of the new group");
+  auto it = std::find(ranks.begin(), ranks.end(), rank_);
+  if (it == ranks.end()) return nullptr;  // not a member: nothing to set up here
+  auto options = childOptions(opts, *options_);
+  if (options->group_name.empty()) options->group_name = groupName_ + ":split";
+  // The new group's rank is the position in `ranks` (torch's order).
+  return c10::make_intrusive<RingBackend>(store, static_cast<int>(it - ranks.begin()),
+                                          static_cast<int>(ranks.size()), options);
+}
+
+c10::intrusive_ptr<c10d::Backend> RingBackend::shrink(const std::vector<int64_t>& ranksToExclude,
+                                                       int shrinkFlags,
+                                                       const c10::intrusive_ptr<Options>& optsOverride) {
+  CheckScope s{"shrink_group", rank_, size_};
+  if (ranksToExclude.empty()) failUsage(s, "no rank to exclude");
+  std::vector<int64_t> excluded = ranksToExclude;
+  std::sort(excluded.begin(), excluded.end());
+  for (int64_t r : excluded) checkRoot(s, r, "rank to exclude");
+  if (std::binary_search(excluded.begin(), excluded.end(), int64_t{rank_})) {
+    failUsage(s, strCat("rank ", rank_, " cannot exclude itself; only the ranks that stay call it"));
+  }
+  if (static_cast<int>(excluded.size()) >= size_) failUsage(s, "every rank would be excluded");
+  // SHRINK_ABORT (1): stop what is still pending on this group first.
+  if (shrinkFlags & 1) abort();
+  // Every rank that stays runs this with the same list, the same number of times: the same
+  // key space of the group's store, without talking.
+  std::string prefix = strCat("ring/shrink/", shrinks_++, "/");
+  for (int64_t r : excluded) prefix += strCat(r, ",");
+  const int below = static_cast<int>(std::lower_bound(excluded.begin(), excluded.end(),
+                                                      int64_t{rank_}) - excluded.begin());
+  auto options = childOptions(optsOverride, *options_);
+  options->group_name = groupName_ + ":shrunk";
+  RING_LOG(kLogInfo, "group '", groupName_, "' rank ", rank_, ": shrinking without ",
+           excluded.size(), " rank(s); this rank becomes rank ", rank_ - below, " of ",
+           size_ - static_cast<int>(excluded.size()));
+  return c10::make_intrusive<RingBackend>(c10::make_intrusive<c10d::PrefixStore>(prefix, c10dStore_),
+                                          rank_ - below, size_ - static_cast<int>(excluded.size()),
+                                          options);
 }
 
 // ---- point to point ----------------------------------------------------------------------------
@@ -685,7 +835,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::pointToPoint(bool isSend, at::Tensor
                                           isSend ? Tensors{} : Tensors{tensor});
     data = isSend ? staged->hostInputs()[0] : staged->hostOutputs()[0];
     // The engine reads a send's bytes as soon as it is posted: they must have landed.
-    if (isSend) staged->waitCopiedIn(timeout_);
+    if (isSend) staged->waitCopiedIn(effectiveTimeout(c10d::kUnsetTimeout));
     deviceWork = staged->work();
   }
 #else
@@ -701,9 +851,13 @@ c10::intrusive_ptr<c10d::Work> RingBackend::pointToPoint(bool isSend, at::Tensor
   op.tag = tag;
   op.data = data.data_ptr();
   op.bytes = data.numel() * static_cast<int64_t>(data.element_size());
-  op.timeout = timeout_;
+  op.timeout = effectiveTimeout(c10d::kUnsetTimeout);
   // The lambda holds the tensor so its storage outlives the transfer.
-  op.done = [work, data](std::exception_ptr error, int source) { work->complete(error, source); };
+  const auto posted = std::chrono::steady_clock::now();
+  op.done = [this, work, data, type, posted](std::exception_ptr error, int source) {
+    finished(type, 0, posted, std::chrono::steady_clock::now(), error);
+    work->complete(error, source);
+  };
 #ifdef RING_WITH_CUDA
   if (staged) finishWhenDone(work, staged);
 #endif

@@ -18,6 +18,7 @@
 
 #include "backend/coalescing.h"
 #include "backend/host_call.h"
+#include "backend/ring_options.h"
 #include "backend/ring_work.h"
 #include "backend/torch_store.h"
 #include "backend/work_queue.h"
@@ -39,6 +40,9 @@ class RingBackend : public c10d::Backend {
  public:
   RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
               std::chrono::milliseconds timeout, std::string groupName);
+  // With options (init_process_group(pg_options=RingOptions(...)), new_group, split, shrink).
+  RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+              c10::intrusive_ptr<RingOptions> options);
   ~RingBackend() override;
 
   const std::string getBackendName() const override { return "ring"; }
@@ -98,6 +102,29 @@ class RingBackend : public c10d::Backend {
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
+  // A new backend over some of this group's ranks: split (collective among `ranks`, which are
+  // this group's ranks; nullptr on the others) and shrink (collective among the ranks that stay,
+  // e.g. after one died: dist.shrink_group). Both set up fresh links through a store.
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude,
+                                           int shrinkFlags,
+                                           const c10::intrusive_ptr<Options>& optsOverride) override;
+
+  // Settings and what torch reads back.
+  void setTimeout(std::chrono::milliseconds timeout) override;
+  c10d::ErrorType getError() override;
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  // Called on the worker (p2p: the engine thread) after each call with its timings.
+  void registerOnCompletionHook(std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) override;
+  void enableCollectivesTiming() override {}  // every call is timed anyway
+  void waitForPendingWorks() override;
+  // init_process_group(device_id=cuda:N): sets up the CUDA ring now rather than on first use.
+  void eagerConnectSingleDevice(at::Device device) override;
+
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
   void abort() override;
@@ -108,6 +135,9 @@ class RingBackend : public c10d::Backend {
 
  private:
   std::chrono::milliseconds effectiveTimeout(std::chrono::milliseconds t) const;
+  // After every call: the completion hook, and the kind of the last failure.
+  void finished(c10d::OpType type, uint64_t seq, std::chrono::steady_clock::time_point start,
+                std::chrono::steady_clock::time_point end, const std::exception_ptr& error);
   // The one dispatch of every host-ring call: CPU tensors to the worker, CUDA ones staged.
   c10::intrusive_ptr<c10d::Work> run(const CheckScope& s, HostCall call);
   c10::intrusive_ptr<RingWork> push(const char* name, uint64_t seq, HostCall call,
@@ -120,8 +150,13 @@ class RingBackend : public c10d::Backend {
   // Blocks until the CUDA kernels enqueued so far have ended (barrier waits for all earlier work).
   void waitCudaWork();
 
-  std::chrono::milliseconds timeout_;
+  std::atomic<int64_t> timeoutMs_;
   std::string groupName_;
+  c10::intrusive_ptr<c10d::Store> c10dStore_;  // the group's store as torch gave it (shrink)
+  c10::intrusive_ptr<RingOptions> options_;
+  std::atomic<int> lastError_{0};  // c10d::ErrorType
+  std::atomic<int> shrinks_{0};
+  std::mutex hookMutex_;
   // Released by shutdown() (guarded by commMutex_ from then on: abort() may race with it).
   std::mutex commMutex_;
   std::unique_ptr<Communicator> comm_;
@@ -142,6 +177,8 @@ class RingBackend : public c10d::Backend {
   // tensors through host memory instead. Set up (collectively) on the first CUDA call of the
   // four kernel collectives; a tensor on another device than the group's is a usage error.
   CudaCollectives* kernelPath(const CheckScope& s, const at::Tensor& t);
+  // Sets up the CUDA path on `device` if not yet tried (collective). Caller holds cudaMutex_.
+  void setUpCudaLocked(const CheckScope& s, const at::Device& device);
   // The stream staged calls on `device` copy on (created on first use).
   DedicatedStream& stagingStream(const at::Device& device);
   // Copies a staged call's outputs back once its host part (hostWork) has ended.

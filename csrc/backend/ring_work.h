@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <atomic>
@@ -37,5 +38,9 @@ class RingWork : public c10d::Work {
 // Converts a core-library error into the exception type torch users know: communication
 // failures become DistBackendError, everything else RuntimeError.
 std::exception_ptr toTorchError(std::exception_ptr error);
+
+// What Backend::getError reports for a failure: TIMEOUT for a wait that ran out, REMOTE_ERROR
+// when another rank's failure or exit broke the group, COMM_ERROR otherwise.
+c10d::ErrorType errorTypeOf(const std::exception_ptr& error);
 
 }  // namespace ring

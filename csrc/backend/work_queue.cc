@@ -8,8 +8,10 @@
 
 namespace ring {
 
-WorkQueue::WorkQueue(int rank, std::string groupName, FlightRecorder& recorder)
-    : rank_(rank), groupName_(std::move(groupName)), recorder_(recorder) {
+WorkQueue::WorkQueue(int rank, std::string groupName, FlightRecorder& recorder,
+                     Finished finished)
+    : rank_(rank), groupName_(std::move(groupName)), recorder_(recorder),
+      finished_(std::move(finished)) {
   worker_ = std::thread([this] {
     nameThisThread("ring-worker");
     loop();
@@ -82,8 +84,8 @@ void WorkQueue::loop() {
     } catch (...) {
       error = std::current_exception();
     }
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const auto end = std::chrono::steady_clock::now();
+    const double ms = std::chrono::duration<double, std::milli>(end - start).count();
     std::string what;
     if (error) {
       what = messageOf(error);
@@ -95,6 +97,9 @@ void WorkQueue::loop() {
                " (sequence ", next.second.call.seq, ") took ", ms, " ms");
     }
     recorder_.markEnded(next.first, what);
+    if (finished_) {
+      finished_(next.second.work->retrieveOpType(), next.second.call.seq, start, end, error);
+    }
     next.second.work->complete(error);
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -31,7 +31,14 @@ class WorkQueue {
     std::function<void(const CallInfo&)> body;
   };
 
-  WorkQueue(int rank, std::string groupName, FlightRecorder& recorder);
+  // Called on the worker after each task, before its Work completes: what ran, when, and how it
+  // ended (completion hooks, the last error's kind).
+  using Finished = std::function<void(c10d::OpType type, uint64_t seq,
+                                      std::chrono::steady_clock::time_point start,
+                                      std::chrono::steady_clock::time_point end,
+                                      const std::exception_ptr& error)>;
+
+  WorkQueue(int rank, std::string groupName, FlightRecorder& recorder, Finished finished = {});
   // Runs what is queued, then stops (stop()).
   ~WorkQueue();
 
@@ -51,6 +58,7 @@ class WorkQueue {
   const int rank_;
   const std::string groupName_;
   FlightRecorder& recorder_;
+  Finished finished_;
 
   std::mutex mutex_;
   std::condition_variable wake_;  // a task was queued, or stop

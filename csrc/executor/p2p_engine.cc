@@ -14,7 +14,7 @@ P2PEngine::P2PEngine(Transport& transport, std::string groupName, int spinMicros
       groupName_(std::move(groupName)),
       spin_(spinMicros),
       sendSeq_(static_cast<size_t>(transport.size()), 0),
-      recvSeq_(static_cast<size_t>(transport.size()), 0) {
+      receiver_(transport) {
   thread_ = std::thread([this] {
     nameThisThread("ring-p2p");
     run();
@@ -33,6 +33,7 @@ P2PEngine::~P2PEngine() {
 void P2PEngine::post(P2POp op) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    ++open_;
     incoming_.push_back(std::move(op));
   }
   wake_.notify_all();
@@ -46,104 +47,71 @@ void P2PEngine::failAll(const std::string& reason) {
   }
   for (auto& op : dropped) {
     op.done(std::make_exception_ptr(CommError(reason)), op.peer);
+    ended();
   }
   // Operations already on the engine fail at their next health check (the transport is
   // aborted by the caller).
 }
 
 bool P2PEngine::blockedByEarlier(const Pending& p, const std::list<Pending>& before) const {
+  // A send waits for the earlier sends to the same peer: messages on a link are not interleaved.
   for (const Pending& e : before) {
     if (&e == &p) return false;
-    if (e.op.isSend != p.op.isSend) continue;
-    if (p.op.isSend && e.op.peer == p.op.peer) return true;
-    if (!p.op.isSend) {
-      // A receive waits for earlier receives from the same source; an any-source receive
-      // waits for every earlier unresolved receive (so that matching stays in post order).
-      if (e.boundPeer < 0) return true;
-      if (p.boundPeer >= 0 && e.boundPeer == p.boundPeer) return true;
-    }
+    if (e.op.isSend && p.op.isSend && e.op.peer == p.op.peer) return true;
   }
   return false;
 }
 
-bool P2PEngine::progress(Pending& p) {
+bool P2PEngine::progressSend(Pending& p) {
   const int me = transport_.rank();
-  const int64_t cap = transport_.sendLink(Channel::PointToPoint, me == 0 ? 1 : 0).capacity();
+  SendLink& link = transport_.sendLink(Channel::PointToPoint, p.op.peer);
+  const int64_t cap = link.capacity();
   Fingerprint fp;
   fp.collective = Collective::PointToPoint;
   fp.dtype = DType::UInt8;
   fp.count = p.op.bytes;
   fp.root = p.op.tag;
-  bool moved = false;
-  if (p.op.isSend) {
-    SendLink& link = transport_.sendLink(Channel::PointToPoint, p.op.peer);
-    fp.seq = p.pairSeq;
-    OutSlot out;
-    while (p.moved < p.op.bytes || p.step == 0) {
-      if (!link.tryAcquire(&out)) break;
-      int64_t chunk = std::min(cap, p.op.bytes - p.moved);
-      if (chunk > 0) {
-        std::memcpy(out.payload, static_cast<const char*>(p.op.data) + p.moved,
-                    static_cast<size_t>(chunk));
-      }
-      out.header->magic = kMessageMagic;
-      out.header->sender = me;
-      out.header->step = p.step++;
-      out.header->payloadBytes = chunk;
-      out.header->fingerprint = fp;
-      link.publish();
-      p.moved += chunk;
-      moved = true;
-    }
-    return moved;
-  }
-  if (p.boundPeer < 0) {
-    // Any source: the first peer with a message waiting, scanning from the next rank on.
-    for (int k = 1; k < transport_.size() && p.boundPeer < 0; ++k) {
-      int src = (me + k) % transport_.size();
-      InSlot probe;
-      if (transport_.recvLink(Channel::PointToPoint, src).tryReceive(&probe)) {
-        p.boundPeer = src;
-        p.pairSeq = recvSeq_[src]++;
-      }
-    }
-    if (p.boundPeer < 0) return false;
-  }
-  RecvLink& link = transport_.recvLink(Channel::PointToPoint, p.boundPeer);
   fp.seq = p.pairSeq;
-  InSlot in;
+  bool moved = false;
+  OutSlot out;
   while (p.moved < p.op.bytes || p.step == 0) {
-    if (!link.tryReceive(&in)) break;
+    if (!link.tryAcquire(&out)) break;
     int64_t chunk = std::min(cap, p.op.bytes - p.moved);
-    const MessageHeader& h = *in.header;
-    if (h.fingerprint.collective == Collective::PointToPoint && h.fingerprint.root != p.op.tag &&
-        h.fingerprint.seq == fp.seq) {
-      throw CommError(strCat("ring: recv on rank ", me, " expected tag ", p.op.tag,
-                             " but rank ", p.boundPeer, " sent tag ", h.fingerprint.root,
-                             " (message ", fp.seq, " between them); this backend matches "
-                             "sends and receives between two ranks in posting order"));
-    }
-    if (h.fingerprint.collective == Collective::PointToPoint && h.fingerprint.count != p.op.bytes &&
-        h.fingerprint.seq == fp.seq) {
-      throw CommError(strCat("ring: recv on rank ", me, " of ", p.op.bytes,
-                             " bytes (tag ", p.op.tag, ") but rank ", p.boundPeer, " sent ",
-                             h.fingerprint.count, " bytes"));
-    }
-    verifyHeader(h, me, p.boundPeer, p.step, chunk, fp);
     if (chunk > 0) {
-      std::memcpy(static_cast<char*>(p.op.data) + p.moved, in.payload, static_cast<size_t>(chunk));
+      std::memcpy(out.payload, static_cast<const char*>(p.op.data) + p.moved,
+                  static_cast<size_t>(chunk));
     }
-    link.release();
+    out.header->magic = kMessageMagic;
+    out.header->sender = me;
+    out.header->step = p.step++;
+    out.header->payloadBytes = chunk;
+    out.header->fingerprint = fp;
+    link.publish();
     p.moved += chunk;
-    p.step++;
     moved = true;
   }
   return moved;
 }
 
 void P2PEngine::finish(Pending& p, std::exception_ptr error) {
-  p.op.done(error, p.boundPeer);
+  if (!p.op.isSend) receiver_.forget(&p.recv);
+  p.op.done(error, p.op.isSend ? p.op.peer : p.recv.source);
+  ended();
 }
+
+void P2PEngine::ended() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --open_;
+  }
+  idle_.notify_all();
+}
+
+void P2PEngine::waitIdle() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  idle_.wait(lock, [&] { return open_ == 0; });
+}
+
 
 bool P2PEngine::failPendingIfUnhealthy() {
   try {
@@ -173,25 +141,21 @@ void P2PEngine::idle(Clock::duration idleFor) {
   }
   auto slice = idleFor < std::chrono::milliseconds(50) ? std::chrono::microseconds(200)
                                                        : std::chrono::microseconds(1000);
-  const Pending* waitOn = nullptr;
   bool sendPending = false;
-  for (const Pending& p : pending_) {
-    sendPending |= p.op.isSend;
-    if (waitOn == nullptr && !p.op.isSend && p.boundPeer >= 0 && !blockedByEarlier(p, pending_)) {
-      waitOn = &p;
-    }
-  }
+  for (const Pending& p : pending_) sendPending |= p.op.isSend;
+  // The link of the oldest receive that waits for a message (a message's arrival wakes it).
+  int waitOn = receiver_.linkToWaitOn();
   if (sendPending) {
     // A send waits for its receiver to free slots, which no futex of ours announces: short
     // sleeps, so that a large send is not held back a whole slice per slot.
-    waitOn = nullptr;
+    waitOn = -1;
     slice = std::chrono::microseconds(50);
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stop_ || !incoming_.empty()) return;
   }
-  if (waitOn == nullptr) {
+  if (waitOn < 0) {
     std::unique_lock<std::mutex> lock(mutex_);
     wake_.wait_for(lock, slice, [&] { return stop_ || !incoming_.empty(); });
     return;
@@ -206,7 +170,7 @@ void P2PEngine::idle(Clock::duration idleFor) {
   try {
     // Returns as soon as the next message is there; progress() then takes it (receive does not
     // consume: the slot is the same until release()).
-    transport_.recvLink(Channel::PointToPoint, waitOn->boundPeer).receive(ctx);
+    transport_.recvLink(Channel::PointToPoint, waitOn).receive(ctx);
   } catch (const TimeoutError&) {
     // Nothing in this slice: the engine looks at new posts and deadlines, then waits again.
   } catch (const CommError&) {
@@ -216,7 +180,7 @@ void P2PEngine::idle(Clock::duration idleFor) {
     auto error = std::current_exception();
     if (failPendingIfUnhealthy()) return;
     for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-      if (&*it == waitOn) {
+      if (!it->op.isSend && (it->op.peer == waitOn || it->recv.source == waitOn)) {
         finish(*it, error);
         pending_.erase(it);
         break;
@@ -238,36 +202,51 @@ void P2PEngine::run() {
       while (!incoming_.empty()) {
         P2POp op = std::move(incoming_.front());
         incoming_.pop_front();
-        Pending p;
+        pending_.emplace_back();
+        Pending& p = pending_.back();  // in place: the receiver keeps a pointer to p.recv
         p.start = Clock::now();
-        p.boundPeer = op.peer;  // -1 for any-source receives until a message picks the source
         if (op.isSend) {
           p.pairSeq = sendSeq_[op.peer]++;
-        } else if (op.peer >= 0) {
-          p.pairSeq = recvSeq_[op.peer]++;
+        } else {
+          p.recv.peer = op.peer;
+          p.recv.tag = op.tag;
+          p.recv.data = op.data;
+          p.recv.bytes = op.bytes;
+          receiver_.post(&p.recv);
         }
         p.op = std::move(op);
-        pending_.push_back(std::move(p));
         lastProgress = Clock::now();
       }
     }
     bool anyMoved = false;
+    try {
+      anyMoved |= receiver_.progress();
+    } catch (const CommError& e) {
+      // A message that breaks the protocol, or a receive of the wrong size: the group is broken.
+      transport_.markBroken(e.what());
+      auto error = std::current_exception();
+      for (auto& p : pending_) finish(p, error);
+      pending_.clear();
+      continue;
+    }
     for (auto it = pending_.begin(); it != pending_.end();) {
       Pending& p = *it;
       std::exception_ptr error;
       bool complete = false;
       try {
-        if (!blockedByEarlier(p, pending_)) {
-          anyMoved |= progress(p);
+        if (p.op.isSend && !blockedByEarlier(p, pending_)) {
+          anyMoved |= progressSend(p);
           complete = p.step > 0 && p.moved >= p.op.bytes;
+        } else if (!p.op.isSend) {
+          complete = p.recv.done;
         }
         if (!complete) {
           auto now = Clock::now();
           if (now - p.start > p.op.timeout) {
             throw TimeoutError(strCat(
                 "ring: ", p.op.isSend ? "send to" : "recv from",
-                p.op.peer >= 0 || p.boundPeer >= 0 ? " rank " : " any rank",
-                p.boundPeer >= 0 ? strCat(p.boundPeer) : std::string(), " (", p.op.bytes,
+                p.op.peer >= 0 ? " rank " : " any rank",
+                p.op.peer >= 0 ? strCat(p.op.peer) : std::string(), " (", p.op.bytes,
                 " bytes, tag ", p.op.tag, ") on rank ", transport_.rank(), " of group '",
                 groupName_, "' timed out after ", p.op.timeout.count(),
                 " ms: the peer never posted the matching ", p.op.isSend ? "recv" : "send"));

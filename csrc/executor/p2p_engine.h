@@ -5,9 +5,9 @@
 // receives would deadlock once a message exceeds the FIFO. Instead every pending operation
 // moves forward whenever its link allows, one slot at a time.
 //
-// Matching: per (peer, direction), operations complete in the order they were posted (as in
-// NCCL); the tag travels in the header and a receive whose tag differs from the send's fails
-// with both tags named. A receive from any source takes the first peer with a message waiting.
+// Matching: sends to one peer go out in the order they were posted; a receive takes the oldest
+// message from its source (any source for recv_anysource) that carries its tag, as torch and
+// gloo define it (p2p_receiver.h).
 #pragma once
 
 #include <condition_variable>
@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "executor/p2p_receiver.h"
 #include "transport/link.h"
 
 namespace ring {
@@ -45,20 +46,25 @@ class P2PEngine {
   void post(P2POp op);
   // Fails every pending operation with `reason` (abort / shutdown).
   void failAll(const std::string& reason);
+  // Blocks until every operation posted so far has ended (each is bounded by its timeout).
+  void waitIdle();
 
  private:
   struct Pending {
     P2POp op;
     Clock::time_point start;
-    int boundPeer;  // resolved source of an any-source receive, -1 until known
+    // A send: its sequence among the sends to its peer, and how far it has gone.
     uint64_t pairSeq = 0;
     int64_t moved = 0;
     int64_t step = 0;
+    // A receive: what the receiver matches and fills.
+    P2PReceiver::Receive recv;
   };
   void run();
-  bool progress(Pending& p);           // true if anything moved
+  bool progressSend(Pending& p);       // true if anything moved
   bool blockedByEarlier(const Pending& p, const std::list<Pending>& before) const;
   void finish(Pending& p, std::exception_ptr error);
+  void ended();  // one operation fewer is open
   // Nothing could move: spin, then sleep until a message may have arrived or an op was posted.
   void idle(Clock::duration idleFor);
   // Fails every pending operation if the group is broken, aborted or a peer died.
@@ -67,11 +73,14 @@ class P2PEngine {
   Transport& transport_;
   std::string groupName_;
   std::chrono::microseconds spin_;
-  std::vector<uint64_t> sendSeq_, recvSeq_;  // per peer, operations begun
+  std::vector<uint64_t> sendSeq_;  // per peer, sends begun
+  P2PReceiver receiver_;          // engine thread only
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<P2POp> incoming_;
   std::list<Pending> pending_;  // engine thread only
+  std::condition_variable idle_;  // an operation ended
+  size_t open_ = 0;               // posted and not yet ended (guarded by mutex_)
   bool stop_ = false;
   std::thread thread_;
 };

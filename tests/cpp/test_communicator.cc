@@ -427,25 +427,55 @@ TEST(P2PEngine, SimultaneousLargeExchangeDoesNotDeadlock) {
 
 // Sends and receives between two ranks match in posting order; a receive whose tag differs
 // from the send's fails naming both tags.
-TEST(P2PEngine, ReceiveWithAnotherTagFails) {
-  std::exception_ptr recvError;
+// torch's tags: a receive takes the oldest message from its source with its tag. Rank 0 sends
+// tags 1, 2, 3 (the tag-1 message several FIFOs long); rank 1 receives 3, then 2, then 1: the
+// earlier messages are held until their receives come. Then a receive of the wrong size for a
+// tag fails naming both sizes.
+TEST(P2PEngine, ReceivesMatchTheirTagInAnyOrder) {
+  std::vector<std::vector<char>> got(3);
+  std::exception_ptr sizeError;
   auto outcomes = runGroup(2, [&](Communicator& comm) {
-    std::vector<char> data(100, 'x');
-    Completion done;
     P2PEngine engine(comm.transport(), comm.groupName());
+    const std::vector<int64_t> sizes = {5000, 40, 7};  // 256-byte slots: tag 1 spans many
     if (comm.rank() == 0) {
-      engine.post(op(true, 1, /*tag=*/1, data.data(), 100, done));
-      done.wait();  // fits in the FIFO, so it completes whatever the receiver does
+      std::vector<std::vector<char>> data;
+      for (int tag = 1; tag <= 3; ++tag) data.emplace_back(sizes[tag - 1], static_cast<char>('a' + tag));
+      Completion d1, d2, d3;
+      engine.post(op(true, 1, 1, data[0].data(), sizes[0], d1));
+      engine.post(op(true, 1, 2, data[1].data(), sizes[1], d2));
+      engine.post(op(true, 1, 3, data[2].data(), sizes[2], d3));
+      for (Completion* d : {&d1, &d2, &d3}) {
+        if (auto e = d->wait()) std::rethrow_exception(e);
+      }
+      std::vector<char> wrong(10, 'w');
+      Completion d4;
+      engine.post(op(true, 1, 9, wrong.data(), 10, d4));
+      d4.wait();  // fits in the FIFO: the send completes whatever the receiver does
     } else {
-      engine.post(op(false, 0, /*tag=*/2, data.data(), 100, done));
-      recvError = done.wait();
+      for (int i = 0; i < 3; ++i) got[i].assign(sizes[i], '?');
+      Completion r3, r2, r1;
+      engine.post(op(false, 0, 3, got[2].data(), sizes[2], r3));
+      if (auto e = r3.wait()) std::rethrow_exception(e);
+      engine.post(op(false, 0, 2, got[1].data(), sizes[1], r2));
+      engine.post(op(false, 0, 1, got[0].data(), sizes[0], r1));
+      for (Completion* d : {&r2, &r1}) {
+        if (auto e = d->wait()) std::rethrow_exception(e);
+      }
+      std::vector<char> small(4);
+      Completion r4;
+      engine.post(op(false, 0, 9, small.data(), 4, r4));
+      sizeError = r4.wait();
     }
   });
   expectAllOk(outcomes);
-  RankOutcome recv{recvError};
-  ASSERT_TRUE(threw<CommError>(recv)) << "the receive succeeded: " << recv.message();
-  EXPECT_NE(recv.message().find("tag 2"), std::string::npos) << recv.message();
-  EXPECT_NE(recv.message().find("tag 1"), std::string::npos) << recv.message();
+  for (int tag = 1; tag <= 3; ++tag) {
+    EXPECT_EQ(got[tag - 1], std::vector<char>(got[tag - 1].size(), static_cast<char>('a' + tag)))
+        << "tag " << tag;
+  }
+  RankOutcome wrong{sizeError};
+  ASSERT_TRUE(threw<CommError>(wrong)) << "the receive succeeded: " << wrong.message();
+  EXPECT_NE(wrong.message().find("4 bytes (tag 9)"), std::string::npos) << wrong.message();
+  EXPECT_NE(wrong.message().find("sent 10 bytes"), std::string::npos) << wrong.message();
 }
 
 }  // namespace

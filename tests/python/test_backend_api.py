@@ -79,3 +79,116 @@ def batch_exchange(ctx):
 @pytest.mark.parametrize("world", WORLDS)
 def test_batch_isend_irecv_through_coalescing(pool, world):
     assert_reports_pass(pool.run(batch_exchange), f"batch_isend_irecv, world {world}")
+
+
+# ---- splitting -----------------------------------------------------------------------------------
+
+def split_through_the_backend(ctx):
+    """Backend.split (what dist.split_group calls; torch refuses split_group itself without an
+    accelerator): ranks of this group in torch's order, the members get a working backend with
+    their position as rank, the others None."""
+    from torch.distributed.distributed_c10d import _get_default_store
+
+    report = Report()
+    me, w = ctx.rank, ctx.world
+    parent = dist.group.WORLD._get_backend(torch.device("cpu"))
+    report.check("supports splitting", torch.tensor(parent.supports_splitting), torch.tensor(True),
+                 same_on_all_ranks=False)
+    members = list(range(w - 1, -1, -2))  # e.g. [3, 1] for 4 ranks: reversed order on purpose
+    store = dist.PrefixStore("split-test/", _get_default_store())
+    child = parent.split(store, members, torch_ring_backend.RingOptions())
+    if me not in members:
+        report.check("non-member gets None", torch.tensor(child is None), torch.tensor(True),
+                     same_on_all_ranks=False)
+        return report
+    report.check("rank and size", torch.tensor([child.rank(), child.size()]),
+                 torch.tensor([members.index(me), len(members)]), same_on_all_ranks=False)
+    x = exact_input(me, 999, torch.float32, "SUM", seed=5)
+    child.allreduce([x], dist.AllreduceOptions()).wait()
+    want = sum(exact_input(r, 999, torch.float32, "SUM", seed=5) for r in members)
+    report.check("all_reduce over the split group", x, want, same_on_all_ranks=False)
+    child.shutdown()
+    return report
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_split_through_the_backend(pool, world):
+    assert_reports_pass(pool.run(split_through_the_backend), f"split, world {world}")
+
+
+# ---- settings, hooks, what torch reads back ------------------------------------------------------
+
+def hooks_options_errors(ctx):
+    """Completion hooks with timings, waitForPendingWorks, the group's options, setTimeout and
+    getError, on a fresh group over every rank (the pool's default group stays clean)."""
+    import datetime
+    import threading
+    import time
+
+    report = Report()
+    group = dist.new_group(list(range(ctx.world)),
+                           pg_options=torch_ring_backend.RingOptions(transport="tcp" if ctx.world > 1 else ""))
+    backend = group._get_backend(torch.device("cpu"))
+    opts = backend.options
+    report.check("options are ring's", torch.tensor([isinstance(opts, torch_ring_backend.RingOptions),
+                                                      opts.backend == "ring"]),
+                 torch.tensor([True, True]), same_on_all_ranks=False)
+    if ctx.world > 1:
+        report.check("pg_options reached the links", torch.tensor(opts.transport == "tcp"),
+                     torch.tensor(True), same_on_all_ranks=False)
+    seen, lock = [], threading.Lock()
+
+    def hook(info):
+        with lock:
+            seen.append((info.op_type, info.seq, info.active_duration.total_seconds()))
+
+    group._register_on_completion_hook(hook)
+    for i in range(3):
+        dist.all_reduce(torch.ones(10), group=group)
+    dist.broadcast(torch.ones(4), src=0, group=group)
+    group._wait_for_pending_works()
+    with lock:
+        ops = [str(s[0]) for s in seen]
+        durations = [s[2] for s in seen]
+    report.check("hook saw every call", torch.tensor(len(seen)), torch.tensor(4),
+                 same_on_all_ranks=False)
+    report.check("with their types", torch.tensor([ops.count("OpType.ALLREDUCE"),
+                                                   ops.count("OpType.BROADCAST")]),
+                 torch.tensor([3, 1]), same_on_all_ranks=False)
+    report.check("and durations", torch.tensor(all(d >= 0 for d in durations)), torch.tensor(True),
+                 same_on_all_ranks=False)
+    report.check("no error yet", torch.tensor(int(backend.get_error())), torch.tensor(0),
+                 same_on_all_ranks=False)
+    if ctx.world > 1:
+        # A 1.5 s timeout set now applies to the next call: rank 0 waits for the others, who
+        # join only after 4 s; it fails near 1.5 s (not the group's default) and says TIMEOUT.
+        dist.set_timeout(datetime.timedelta(seconds=1.5), group)
+        start = time.monotonic()
+        try:
+            if ctx.rank == 0:
+                dist.all_reduce(torch.ones(3), group=group)
+            else:
+                time.sleep(4)
+                dist.all_reduce(torch.ones(3), group=group)
+            error = ""
+        except Exception as e:  # noqa: BLE001
+            error = str(e)
+        took = time.monotonic() - start
+        if ctx.rank == 0:
+            report.check("the new timeout ended the wait", torch.tensor(1.5 <= took < 3.5),
+                         torch.tensor(True), same_on_all_ranks=False)
+            report.check("named as a timeout", torch.tensor("timed out after" in error),
+                         torch.tensor(True), same_on_all_ranks=False)
+            report.check("get_error says TIMEOUT", torch.tensor(int(backend.get_error())),
+                         torch.tensor(int(dist.distributed_c10d.ErrorType.TIMEOUT)
+                                      if hasattr(dist.distributed_c10d, "ErrorType") else 1),
+                         same_on_all_ranks=False)
+    dist.destroy_process_group(group)
+    return report
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_hooks_options_timeout_and_errors(pools, world):
+    # A pool of its own: the timeout breaks this case's group, and the ranks then leave.
+    pool = pools.get(world, env={"RING_TEST_POOL": "hooks"})
+    assert_reports_pass(pool.run(hooks_options_errors), f"hooks, world {world}")

@@ -119,14 +119,107 @@ def test_recv_from_any_source(pool, world):
     assert_reports_pass(pool.run(recv_from_any_source), f"recv any source, world {world}")
 
 
-def mismatched_tags(ctx):
-    """Rank 0 sends with tag 3 while rank 1 receives with tag 4; then both try an all_reduce."""
+def tags_as_torch_defines_them(ctx):
+    """A receive takes the oldest message from its source with its tag, on "ring" as on gloo
+    (which the same calls run against in this case): out of order, interleaved with other
+    tags, some messages several FIFOs long."""
+    report = Report()
+    if ctx.rank > 1:
+        return report
+    # (tag, elements) in the order rank 0 sends; rank 1 posts its receives in another order.
+    sends = [(5, 3), (6, 300000), (5, 70000), (7, 1), (6, 9), (5, 2)]
+    posts = [7, 6, 6, 5, 5, 5]
+    results = {}
+    for name, group in (("ring", None), ("gloo", ctx.gloo)):
+        if ctx.rank == 0:
+            works = [dist.isend(torch.full((n,), float(10 * i + tag)), dst=1, tag=tag, group=group)
+                     for i, (tag, n) in enumerate(sends)]
+            for w in works:
+                w.wait()
+            continue
+        # The k-th receive of a tag gets the k-th message of that tag, whatever the order.
+        by_tag = {}
+        for i, (tag, n) in enumerate(sends):
+            by_tag.setdefault(tag, []).append((i, n))
+        bufs, works, want = [], [], []
+        for tag in posts:
+            i, n = by_tag[tag].pop(0)
+            buf = torch.empty(n)
+            bufs.append(buf)
+            want.append(torch.full((n,), float(10 * i + tag)))
+            works.append(dist.irecv(buf, src=0, tag=tag, group=group))
+        for w in works:
+            w.wait()
+        results[name] = bufs
+        for k, (buf, expected) in enumerate(zip(bufs, want)):
+            report.check(f"{name}: receive {k} (tag {posts[k]})", buf, expected,
+                         same_on_all_ranks=False)
+    if ctx.rank == 1:
+        for k, (a, b) in enumerate(zip(results["ring"], results["gloo"])):
+            report.check(f"receive {k} as gloo", a, b, same_on_all_ranks=False)
+    # The case from torch's own tests: tags 1 and 2 sent, received 2 then 1.
+    if ctx.rank == 0:
+        dist.send(torch.tensor([1.0]), dst=1, tag=1)
+        dist.send(torch.tensor([2.0]), dst=1, tag=2)
+    else:
+        a, b = torch.zeros(1), torch.zeros(1)
+        w2 = dist.irecv(b, src=0, tag=2)
+        w1 = dist.irecv(a, src=0, tag=1)
+        w2.wait()
+        w1.wait()
+        report.check("tag 2 first, then tag 1", torch.cat([a, b]), torch.tensor([1.0, 2.0]),
+                     same_on_all_ranks=False)
+    return report
+
+
+@pytest.mark.parametrize("world", P2P_WORLDS)
+def test_receives_match_their_tags_as_on_gloo(pool, world):
+    assert_reports_pass(pool.run(tags_as_torch_defines_them), f"tags, world {world}")
+
+
+def any_source_with_tags(ctx):
+    """Every other rank sends to rank 0 twice, tags 1 then 0; rank 0 first receives every tag-0
+    message from any source, then every tag-1 one: each receive gets a tag-0 (then tag-1)
+    message, and together they come from every other rank (as on gloo)."""
+    report = Report()
+    me, w = ctx.rank, ctx.world
+    for name, group in (("ring", None), ("gloo", ctx.gloo)):
+        if me != 0:
+            # isend: gloo's blocking send would wait for its receive, which comes later here.
+            works = [dist.isend(torch.tensor([float(me), 1.0]), dst=0, tag=1, group=group),
+                     dist.isend(torch.tensor([float(me), 0.0]), dst=0, tag=0, group=group)]
+            for work in works:
+                work.wait()
+            continue
+        for tag in (0, 1):
+            seen = []
+            for _ in range(w - 1):
+                buf = torch.zeros(2)
+                src = dist.recv(buf, tag=tag, group=group)
+                seen.append((src, int(buf[0]), int(buf[1])))
+            report.check(f"{name}: tag {tag} from every rank",
+                         torch.tensor(sorted(s[0] for s in seen)), torch.arange(1, w),
+                         same_on_all_ranks=False)
+            report.check(f"{name}: tag {tag} messages only, from the rank named",
+                         torch.tensor([s[0] == s[1] and s[2] == tag for s in seen]),
+                         torch.ones(w - 1, dtype=torch.bool), same_on_all_ranks=False)
+    return report
+
+
+@pytest.mark.parametrize("world", P2P_WORLDS)
+def test_recv_from_any_source_with_tags(pool, world):
+    assert_reports_pass(pool.run(any_source_with_tags), f"any source with tags, world {world}")
+
+
+def wrong_size_for_a_tag(ctx):
+    """Rank 0 sends 8 elements with tag 3; rank 1 receives 6 with tag 3: the receive fails
+    naming both sizes, and the group reports itself broken on both ranks."""
     errors = {}
     try:
         if ctx.rank == 0:
             dist.send(torch.ones(8), dst=1, tag=3)
         else:
-            dist.recv(torch.empty(8), src=0, tag=4)
+            dist.recv(torch.empty(6), src=0, tag=3)
     except RuntimeError as e:
         errors["p2p"] = str(e)
     try:
@@ -137,13 +230,11 @@ def mismatched_tags(ctx):
 
 
 @pytest.mark.parametrize("world", [2])
-def test_mismatched_tags_fail_clearly_on_both_ranks(pool, world):
-    # Sends and receives between two ranks match in posting order, so a tag mismatch is a
-    # protocol error: the receiver names both tags and the group reports itself broken.
-    sender, receiver = pool.run(mismatched_tags)
-    assert "expected tag 4" in receiver.get("p2p", "") and "sent tag 3" in receiver["p2p"], receiver
+def test_a_receive_of_the_wrong_size_fails_clearly_on_both_ranks(pool, world):
+    sender, receiver = pool.run(wrong_size_for_a_tag)
+    assert "of 24 bytes (tag 3)" in receiver.get("p2p", "") and "sent 32 bytes" in receiver["p2p"], receiver
     for rank, errors in enumerate((sender, receiver)):
-        assert "tag 3" in errors.get("all_reduce", ""), f"rank {rank}: {errors}"
+        assert "sent 32 bytes" in errors.get("all_reduce", ""), f"rank {rank}: {errors}"
     # Even a broken group must shut down cleanly (destroy_process_group, no leftovers).
     pool.close()
     assert not pool.problems, pool.problems

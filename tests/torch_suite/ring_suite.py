@@ -12,6 +12,7 @@ ones that exercise only what "ring" supports; their gate is lifted here (the tes
 itself runs unchanged). Every spawned rank imports this module again, so the registration of
 "ring" and the lifted gates hold there too.
 """
+import logging
 import os
 import tempfile
 
@@ -37,6 +38,9 @@ from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
 )
 
 from expectations import LIFTED  # noqa: E402
+
+# One line per started process is noise at this scale: keep the suite's warnings and errors.
+logging.getLogger("torch.testing._internal.common_distributed").setLevel(logging.WARNING)
 
 
 class TestRingBackend(TestDistBackend, DistributedTest._DistTestBase):
