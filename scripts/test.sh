@@ -22,3 +22,6 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-30} bash scripts/fuzz.sh
 
 echo "== Python tests"
 python3 -m pytest tests/python -q "$@"
+
+echo "== PyTorch's own distributed test suite on \"ring\" (tests/torch_suite: world 3, and 8)"
+python3 tests/torch_suite/run_suite.py --ci

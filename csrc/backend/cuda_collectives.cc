@@ -346,7 +346,7 @@ void CudaCollectives::watchdogLoop() {
       if (w->elapsed() > w->timeout()) {
         const std::string reason = strCat(
             "ring: ", w->what(), " on rank ", rank_, " of ", size_, " in group '", groupName_,
-            "' timed out after ", w->elapsed().count(), " ms (timeout ", w->timeout().count(),
+            "' timed out after ", w->elapsed().count(), " ms (the timeout is ", w->timeout().count(),
             " ms): its CUDA ring kernel did not finish. A peer may be stuck, slower, or running "
             "a different collective; TORCH_RING_DEBUG=INFO and the flight recorder show each "
             "rank's last collectives. The kernel was stopped and the group is broken.");

@@ -248,8 +248,10 @@ void P2PEngine::run() {
                 p.op.peer >= 0 ? " rank " : " any rank",
                 p.op.peer >= 0 ? strCat(p.op.peer) : std::string(), " (", p.op.bytes,
                 " bytes, tag ", p.op.tag, ") on rank ", transport_.rank(), " of group '",
-                groupName_, "' timed out after ", p.op.timeout.count(),
-                " ms: the peer never posted the matching ", p.op.isSend ? "recv" : "send"));
+                groupName_, "' timed out after ",
+                std::chrono::duration_cast<std::chrono::milliseconds>(now - p.start).count(),
+                " ms (the timeout is ", p.op.timeout.count(), " ms): the peer never posted the matching ",
+                p.op.isSend ? "recv" : "send"));
           }
         }
       } catch (const CommError& e) {

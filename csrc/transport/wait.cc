@@ -79,7 +79,7 @@ void waitUntil(const std::atomic<uint64_t>& word, uint64_t target,
       auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - ctx.start);
       throw TimeoutError(strCat(
           "ring: ", ctx.describe ? ctx.describe() : std::string("collective"),
-          " timed out after ", waited.count(), " ms (timeout ", ctx.timeout.count(),
+          " timed out after ", waited.count(), " ms (the timeout is ", ctx.timeout.count(),
           " ms) waiting for rank ", peer, " ", what, " ", detail,
           ". Rank ", peer, " may be stuck, slower, or running a different collective",
           causes != nullptr ? causes : "",

@@ -38,7 +38,8 @@ class ScenarioRun:
         return {r["rank"]: r for r in self.results() if r.get("phase") == phase}
 
 
-def start(name, world, extra_env=None, timeout_s=3.0):
+def start(name, world, extra_env=None, timeout_s=3.0, stdin=False):
+    """stdin=True: each rank's stdin is a pipe the test can write to (proc.stdin)."""
     port = free_port()
     procs = []
     for rank in range(world):
@@ -49,7 +50,7 @@ def start(name, world, extra_env=None, timeout_s=3.0):
         env.update(extra_env or {})
         procs.append(subprocess.Popen([sys.executable, os.path.join(HERE, "fault_scenarios.py"), name],
                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True))
+                                      stdin=subprocess.PIPE if stdin else None, text=True))
     return ScenarioRun(procs)
 
 

@@ -294,9 +294,13 @@ def scenario_leave_early():
 
 
 def scenario_use_after_destroy():
+    # Through the backend object itself: dist.all_reduce would stop at torch's own "not
+    # initialized" check and never reach the backend.
     rank, world = init()
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
     dist.destroy_process_group()
-    err, msg, took = run_and_capture(lambda: dist.all_reduce(torch.ones(4)))
+    err, msg, took = run_and_capture(
+        lambda: backend.allreduce([torch.ones(4)], dist.AllreduceOptions()).wait())
     report(rank=rank, error=err, message=msg, elapsed=took)
     os._exit(0)
 
@@ -314,15 +318,29 @@ def scenario_flight_recorder():
 def scenario_stress():
     rank, world = init()
     other = dist.new_group(backend="ring")
-    x = torch.ones(16)
-    y = torch.ones(16, dtype=torch.int64)
+    dist.all_reduce(torch.ones(1))
+    print(f"READY {rank} {os.getpid()}", flush=True)  # set up, links mapped
+    problems = []
+
     def burst(count):
+        # Every rank starts from its own values, so a call that did not run shows.
+        x = torch.arange(16, dtype=torch.float32) + rank
+        y = torch.arange(16, dtype=torch.int64) - rank
         for i in range(count):
             dist.all_reduce(x, op=dist.ReduceOp.MAX)
             dist.all_reduce(y, group=other, op=dist.ReduceOp.MIN)
-        works = [dist.all_reduce(torch.full((8,), float(i)), async_op=True) for i in range(200)]
-        for w in works:
+        if not torch.equal(x, torch.arange(16, dtype=torch.float32) + world - 1):
+            problems.append(f"MAX: {x.tolist()}")
+        if not torch.equal(y, torch.arange(16, dtype=torch.int64) - (world - 1)):
+            problems.append(f"MIN: {y.tolist()}")
+        tensors = [torch.full((8,), float(i + rank)) for i in range(200)]
+        works = [dist.all_reduce(t, async_op=True) for t in tensors]
+        for i, (w, t) in enumerate(zip(works, tensors)):
             w.wait()
+            want = float(world * i + world * (world - 1) // 2)
+            if not torch.all(t == want):
+                problems.append(f"async {i}: {t.tolist()} != {want}")
+
     burst(500)  # warm-up: allocator pools, flight recorder filled
     gc.collect()
     before = resources()
@@ -331,8 +349,8 @@ def scenario_stress():
     took = time.monotonic() - start
     gc.collect()
     after = resources()
-    ok = bool(torch.all(x == 1)) and bool(torch.all(y == 1))
-    report(rank=rank, before=before, after=after, elapsed=took, values_ok=ok)
+    report(rank=rank, before=before, after=after, elapsed=took, values_ok=not problems,
+           problems=problems[:5])
     dist.destroy_process_group()
     os._exit(0)
 
@@ -343,7 +361,10 @@ def scenario_sigstop():
     rank, world = init()
     dist.all_reduce(torch.ones(4))
     print(f"READY {rank} {os.getpid()}", flush=True)
-    time.sleep(0.5)  # the test stops rank 1 during this sleep
+    if rank == 1:
+        # The test stops this rank while it waits here, and lets it go after the others timed
+        # out: it cannot reach the next collective before it is stopped.
+        sys.stdin.readline()
     err, msg, took = run_and_capture(lambda: dist.all_reduce(torch.ones(4)))
     report(rank=rank, error=err, message=msg, elapsed=took)
     os._exit(0)

@@ -60,8 +60,8 @@ def _generator(*key):
 
 def exact_input(rank, n, dtype, op, seed=0):
     """Values for which every reduction order gives the same, representable result: small
-    integers (sums and products stay below 127 for up to 4 ranks), or random bits for the
-    bitwise ops and bool."""
+    integers (sums and products stay below 127 for up to 4 ranks; the sums are varied enough
+    that AVG's division rounds), or random bits for the bitwise ops and bool."""
     if dtype == torch.bool:
         return torch.randint(0, 2, (n,), generator=_generator("bool", rank, n, op, seed)).bool()
     if op in BITWISE_OPS:
@@ -78,7 +78,11 @@ def exact_input(rank, n, dtype, op, seed=0):
     elif op in ("MAX", "MIN"):
         v = (i * 5 + rank * 3 + seed) % 11 - (5 if signed else 0)
     else:  # SUM, AVG, PREMUL_SUM
-        v = (i + 3 * rank + seed) % 7 - (3 if signed else 0)
+        # Integers in [-11, 11]: sums stay exact and below 127 for up to 4 ranks, yet cover
+        # values such as 5, 7, 10, 13 whose AVG rounds (x / 3 and x * (1 / 3) differ there).
+        period = 23
+        i = torch.arange(period, dtype=torch.int64)
+        v = (i * 5 + rank * 11 + seed * 3) % 23 - (11 if signed else 0)
     return v.to(dtype).repeat(n // period + 1)[:n].clone()
 
 

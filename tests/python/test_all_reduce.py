@@ -122,6 +122,15 @@ def _premul_tensor_factor(ctx, report, dtype):
     dist.all_reduce(got, op=reduce_op("PREMUL_SUM", factor))
     report.check(f"PREMUL_SUM n={n} tensor factor", got,
                  expected_reduction(inputs, "PREMUL_SUM", dtype, factor))
+    if dtype in FLOATS:
+        return
+    # Integers with a fractional factor: each contribution is scaled in double and truncated
+    # toward zero before the sum (README: "factor applied in double, truncated").
+    for fractional in (1.7, -0.6):
+        got = inputs[ctx.rank].clone()
+        dist.all_reduce(got, op=reduce_op("PREMUL_SUM", fractional))
+        want = sum(torch.trunc(x.double() * fractional) for x in inputs).to(dtype)
+        report.check(f"PREMUL_SUM n={n} factor {fractional} truncates", got, want)
 
 
 def all_reduce_largest(ctx):

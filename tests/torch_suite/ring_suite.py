@@ -19,18 +19,22 @@ import tempfile
 os.environ.setdefault("BACKEND", "ring")
 os.environ.setdefault("WORLD_SIZE", "3")
 os.environ.setdefault("TEMP_DIR", tempfile.gettempdir())
+# Read once when the suite is imported; test_barrier_timeout_global re-initializes through it
+# (and needs file://, a fresh file per run). Spawned ranks inherit the same value.
+os.environ.setdefault("INIT_METHOD", "file://" + os.path.join(tempfile.mkdtemp(), "init"))
 
 import torch  # noqa: E402
 from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
 
 import torch_ring_backend  # noqa: E402,F401  (registers "ring")
 
-# What "ring" implements, as the suite's feature table names it.
-for _feature in ("plugin", "subgroup", "ddp"):
+# What "ring" implements, as the suite's feature table names it. ("gpu": backends that serve
+# GPU tensors; the suite also uses it for CPU tests of object collectives and DDP. Tests that
+# need a GPU still skip without one through their own decorators.)
+for _feature in ("plugin", "subgroup", "ddp", "gpu"):
     DistTestCases.backend_feature[_feature].add("ring")
 if torch.cuda.is_available():
-    for _feature in ("gpu", "cuda"):
-        DistTestCases.backend_feature[_feature].add("ring")
+    DistTestCases.backend_feature["cuda"].add("ring")
 
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     DistributedTest,
@@ -48,7 +52,14 @@ class TestRingBackend(TestDistBackend, DistributedTest._DistTestBase):
 
     def setUp(self):
         super().setUp()
-        self._spawn_processes()
+        # Forked, not spawned: a spawned rank imports torch and the suite again (seconds of
+        # CPU each, times WORLD_SIZE ranks, times hundreds of tests on two cores). The runner
+        # never starts a process group or a thread pool of its own before forking. RING_SPAWN=1
+        # spawns instead, as torch's own spawn variant of this suite does.
+        if os.environ.get("RING_SPAWN") == "1":
+            self._spawn_processes()
+        else:
+            self._start_processes(torch.multiprocessing.get_context("fork").Process)
 
 
 def _lift(name):

@@ -8,9 +8,8 @@ the run. Prints how many of the suite's tests ran, passed, failed as expected, a
     python3 tests/torch_suite/run_suite.py --world 8 --only test_barrier_group ...
     python3 tests/torch_suite/run_suite.py -k all_gather   # a regex over test names
 
-Tests whose decorators would only exit in every spawned rank (skip_if_small_worldsize at world
-3, skip_if_no_gpu without a GPU) are counted as skipped without spawning: the suite itself
-decides that from the same decorators, after starting WORLD_SIZE processes for nothing.
+The CI run is `run_suite.py --ci`: every CPU test at world 3, then expectations.WORLD_8 at
+world 8 (tests torch skips below 8 ranks), each pass in its own process.
 """
 import argparse
 import collections
@@ -32,31 +31,9 @@ def parse_args(argv):
     p.add_argument("--json", default=None, help="write every outcome to this file")
     p.add_argument("--no-check", action="store_true",
                    help="report only; do not compare with expectations.py")
-    p.add_argument("--spawn-all", action="store_true",
-                   help="start even the tests whose decorators skip them (checks that shortcut)")
+    p.add_argument("--ci", action="store_true",
+                   help="world 3 (every CPU test), then expectations.WORLD_8 at world 8")
     return p.parse_args(argv)
-
-
-def runtime_skip(fn, has_gpu, world, reasons):
-    """The reason torch's own decorators on `fn` would exit every rank with a skip, or None."""
-    seen = set()
-    while fn is not None and id(fn) not in seen:
-        seen.add(id(fn))
-        code = getattr(fn, "__code__", None)
-        consts = [c for c in (code.co_consts if code else ()) if isinstance(c, str)]
-        for key, why in reasons.items():
-            hit = any(key in c for c in consts)
-            if not hit:
-                continue
-            if key == "small_worldsize" and world >= 8:
-                continue
-            if key == "odd_worldsize" and world % 2 == 0:
-                continue
-            if key in ("no_cuda", "multi-gpu") and has_gpu:
-                continue
-            return why
-        fn = getattr(fn, "__wrapped__", None)
-    return None
 
 
 class Outcomes(unittest.TestResult):
@@ -96,6 +73,15 @@ class Outcomes(unittest.TestResult):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.ci:
+        # Each world in a process of its own: the suite reads WORLD_SIZE when it is imported.
+        import subprocess
+        sys.path.insert(0, HERE)
+        import expectations
+        code = subprocess.call([sys.executable, __file__, "--world", "3"])
+        code8 = subprocess.call([sys.executable, __file__, "--world", "8", "--only",
+                                 *expectations.WORLD_8])
+        return code or code8
     os.environ["WORLD_SIZE"] = str(args.world)
     os.environ["BACKEND"] = "ring"
     sys.path.insert(0, HERE)
@@ -122,19 +108,13 @@ def main(argv=None):
 
     result = Outcomes()
     suite = unittest.TestSuite()
-    pre_skipped = []
     for name in names:
-        why = runtime_skip(getattr(cls, name), has_gpu, args.world, expectations.RUNTIME_SKIPS)
-        if why and name not in expectations.LIFTED and not args.spawn_all:
-            pre_skipped.append({"name": name, "status": "skipped", "detail": why, "seconds": 0})
-        else:
-            suite.addTest(cls(name))
+        suite.addTest(cls(name))
     print(f"run_suite: {len(names)} tests of torch {torch.__version__}'s DistributedTest on "
-          f"'ring', world {args.world}; {len(pre_skipped)} skipped by their decorators without "
-          f"spawning, {suite.countTestCases()} to start")
+          f"'ring', world {args.world}")
     start = time.monotonic()
     suite.run(result)
-    rows = result.rows + pre_skipped
+    rows = result.rows
 
     counts = collections.Counter(r["status"] for r in rows)
     skips = collections.Counter(r["detail"].splitlines()[0][:110] for r in rows
