@@ -12,8 +12,14 @@ from harness import WORLDS
 from reference import exact_input, payload
 
 
-def _recorded():
-    return [e["collective"] for e in torch_ring_backend.flight_recorder()]
+def _last_seq():
+    entries = torch_ring_backend.flight_recorder()
+    return entries[-1]["seq"] if entries else -1
+
+
+def _recorded_since(seq):
+    """The collectives recorded after sequence `seq` (the recorder keeps only the last 64)."""
+    return [e["collective"] for e in torch_ring_backend.flight_recorder() if e["seq"] > seq]
 
 
 def coalesced_all_reduces(ctx):
@@ -25,11 +31,11 @@ def coalesced_all_reduces(ctx):
     # Sums exact in any order: equal to gloo's bit for bit.
     mine = [exact_input(me, n, torch.float32, "SUM", seed=i) for i, n in enumerate(sizes)]
     ring = [t.clone() for t in mine]
-    before = len(_recorded())
+    before = _last_seq()
     with _coalescing_manager(device=torch.device("cpu")):
         for t in ring:
             dist.all_reduce(t)
-    after = _recorded()[before:]
+    after = _recorded_since(before)
     gloo = [t.clone() for t in mine]
     for t in gloo:
         dist.all_reduce(t, group=ctx.gloo)
