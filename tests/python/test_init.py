@@ -62,8 +62,17 @@ def mixed_config(spec):
     dist.init_process_group(spec, timeout=datetime.timedelta(seconds=30))
     cpu_backend = type(dist.group.WORLD._get_backend(torch.device("cpu"))).__name__
     result = _sum_of_ranks_plus_one()
+    # The cuda backend: "ring" for "cpu:gloo,cuda:ring". Without a GPU no CUDA tensor can reach
+    # it through dist.*, so it is called directly, with a CPU tensor (the same object serves
+    # both devices): it was set up with the group and runs on the ring.
+    cuda_backend = dist.group.WORLD._get_backend(torch.device("cuda"))
+    via_cuda_backend = None
+    if type(cuda_backend).__name__ == "RingBackend":
+        t = torch.full((4,), float(dist.get_rank() + 1))
+        cuda_backend.allreduce([t], dist.AllreduceOptions()).wait()
+        via_cuda_backend = t.tolist()
     dist.destroy_process_group()
-    return cpu_backend, result
+    return cpu_backend, result, via_cuda_backend
 
 
 @pytest.mark.parametrize("spec, cpu_backend", [
@@ -74,9 +83,11 @@ def mixed_config(spec):
 ])
 def test_mixed_device_configs(spec, cpu_backend):
     results = run_on_local_ranks(mixed_config, 2, spec, timeout_s=120)
-    for backend_type, values in results:
+    for backend_type, values, via_cuda_backend in results:
         assert backend_type == cpu_backend
         assert values == _expected(2)
+        if spec.endswith("cuda:ring"):
+            assert via_cuda_backend == [3.0] * 4, via_cuda_backend
 
 
 def reinit_twice():
