@@ -17,6 +17,7 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
+SIDECAR = "_C.torch_version"
 
 # The extension builds against the torch already installed. pip's default isolated build has
 # none, and without this check the user would get a CMake traceback from inside it.
@@ -61,7 +62,20 @@ class CMakeBuild(build_ext):
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(built, target)
         # The torch version it was built against: checked at import (torch_ring_backend/__init__).
-        shutil.copy2(build_dir / "_C.torch_version", target.parent / "_C.torch_version")
+        shutil.copy2(build_dir / "_C.torch_version", target.parent / SIDECAR)
+
+    def copy_extensions_to_source(self):
+        # An editable install builds into a scratch folder and copies only the extension itself
+        # into the source tree; the sidecar must go with it or the import check finds nothing.
+        super().copy_extensions_to_source()
+        built = Path(self.build_lib) / "torch_ring_backend" / SIDECAR
+        source = ROOT / "torch_ring_backend" / SIDECAR
+        if built.resolve() != source.resolve():
+            shutil.copy2(built, source)
+
+    def get_outputs(self):
+        return super().get_outputs() + [
+            str(Path(self.get_ext_fullpath("torch_ring_backend._C")).parent / SIDECAR)]
 
 
 # Metadata (name, version, dependencies, scripts, entry points) is in pyproject.toml; this file
