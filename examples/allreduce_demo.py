@@ -32,9 +32,18 @@ def main():
         device = torch.device("cpu")
 
     x = torch.full((args.numel,), float(rank + 1), device=device)
-    print(f"[rank {rank}] before all_reduce: {x.tolist()}", flush=True)
+    before = x.tolist()
     dist.all_reduce(x, op=dist.ReduceOp.SUM)
-    print(f"[rank {rank}] after all_reduce: {x.tolist()}", flush=True)
+    after = x.tolist()
+    # Rank 0 prints every rank's lines, in rank order: lines printed by several processes at
+    # once can reach the terminal cut into one another.
+    seen = [None] * world
+    dist.all_gather_object(seen, (before, after))
+    if rank == 0:
+        for when in (0, 1):
+            for r, values in enumerate(seen):
+                label = "before" if when == 0 else "after"
+                print(f"[rank {r}] {label} all_reduce: {values[when]}")
 
     expected = world * (world + 1) / 2
     # Every rank checks the value, and that it holds exactly the same bits as rank 0.

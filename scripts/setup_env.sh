@@ -21,22 +21,25 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-# torch 2.4 or newer is used as found; otherwise the pinned build (from the local disk here).
+# torch 2.13 or newer is used as found; otherwise the pinned build (from the local disk here).
 if ! "$PYTHON" - <<'PY' 2>/dev/null
 import torch, sys
 major, minor = (int(x) for x in torch.__version__.split(".")[:2])
-sys.exit(0 if (major, minor) >= (2, 4) else 1)
+sys.exit(0 if (major, minor) >= (2, 13) else 1)
 PY
 then
   echo "== installing torch==2.14.1"
   "$PYTHON" -m pip install -q torch==2.14.1
 fi
-# --no-build-isolation builds with what is installed: the build needs setuptools and wheel.
-"$PYTHON" -c "import setuptools, wheel" 2>/dev/null || "$PYTHON" -m pip install -q "setuptools>=64" wheel
+# --no-build-isolation builds with what is installed: the build needs setuptools 77+ (SPDX license).
+"$PYTHON" -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" \
+  2>/dev/null || "$PYTHON" -m pip install -q "setuptools>=77"
 "$PYTHON" -c "import pytest" 2>/dev/null || "$PYTHON" -m pip install -q pytest
 "$PYTHON" -c "import numpy" 2>/dev/null || "$PYTHON" -m pip install -q numpy
 # PyTorch's own distributed test suite (tests/torch_suite) imports it.
 "$PYTHON" -c "import expecttest" 2>/dev/null || "$PYTHON" -m pip install -q expecttest
+# (pip show, not import: the repository's own build/ folder would pass for the package)
+"$PYTHON" -m pip show -q build >/dev/null 2>&1 || "$PYTHON" -m pip install -q build  # scripts/wheel_check.sh
 
 echo "== building torch_ring_backend (CMake via setup.py)"
 export MAX_JOBS=${MAX_JOBS:-$(nproc)}

@@ -25,3 +25,15 @@ python3 -m pytest tests/python -q "$@"
 
 echo "== PyTorch's own distributed test suite on \"ring\" (tests/torch_suite: world 3, and 8)"
 python3 tests/torch_suite/run_suite.py --ci
+
+echo "== the wheel, installed into a fresh venv, checked from outside the source tree"
+bash scripts/wheel_check.sh
+
+echo "== mutation check, CI subset (each mutant must be caught by its tests)"
+# A clean checkout (CI's clone) is mutated in place with the build folders above, restored
+# after each mutant; a checkout with changes gets a scratch copy instead (build/mutation).
+if git diff --quiet HEAD 2>/dev/null; then
+  bash scripts/mutate.sh --quick --in-place
+else
+  bash scripts/mutate.sh --quick
+fi

@@ -1,5 +1,5 @@
 // CUDA tensors on the CUDA ring kernels: the stream and event handling of ProcessGroupNCCL
-// (REFERENCE.md section 4) around one kernel launch per collective, and a watchdog thread that
+// (docs/conventions.md section 1) around one kernel launch per collective, and a watchdog thread that
 // turns a kernel that does not finish into an error instead of a hang.
 //
 // Per collective, on the calling thread:

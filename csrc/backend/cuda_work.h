@@ -1,5 +1,5 @@
 // The Work of a collective that runs as a CUDA ring kernel, with ProcessGroupNCCL's
-// semantics (REFERENCE.md section 4):
+// semantics (docs/conventions.md section 1):
 //   wait()          makes the caller's current stream wait for the kernel's end event; it does
 //                   not block the CPU (TORCH_RING_CUDA_BLOCKING_WAIT=1: it does, and raises);
 //   isCompleted()   queries the end event;

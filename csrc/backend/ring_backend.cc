@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "backend/tensor_checks.h"
+#include "common/env.h"
 #include "common/errors.h"
 #include "common/logging.h"
 #ifdef RING_WITH_CUDA
@@ -93,6 +94,8 @@ RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
     try {
       RING_LOG(kLogInfo, "group '", opts.groupName, "' rank ", rank, ": set-up number ",
                setupKeys_->incarnation(), " of this group on its store");
+      // Inside this try: a bad knob on one rank must end the others' set-up too.
+      recorder_.setCapacity(env().flightRecorderEntries);
       comm_ = std::make_unique<Communicator>(*setupKeys_, rank, size, opts);
     } catch (const std::exception& e) {
       reportSetupFailure(*setupKeys_, rank, e.what());

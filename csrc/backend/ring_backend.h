@@ -160,7 +160,7 @@ class RingBackend : public c10d::Backend {
   // Released by shutdown() (guarded by commMutex_ from then on: abort() may race with it).
   std::mutex commMutex_;
   std::unique_ptr<Communicator> comm_;
-  FlightRecorder recorder_;
+  FlightRecorder recorder_;  // sized from TORCH_FR_BUFFER_SIZE in the constructor
   std::atomic<uint64_t> seq_{0};
   std::unique_ptr<WorkQueue> queue_;
   Coalescer coalescer_;

@@ -1,5 +1,6 @@
 #include "common/env.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 
@@ -8,24 +9,32 @@
 namespace ring {
 namespace {
 
-int readLevel() {
-  const char* v = std::getenv("TORCH_RING_DEBUG");
-  if (v == nullptr || *v == '\0' || std::strcmp(v, "WARN") == 0) return kLogWarn;
-  if (std::strcmp(v, "INFO") == 0) return kLogInfo;
-  if (std::strcmp(v, "TRACE") == 0) return kLogTrace;
-  throw UsageError(strCat("TORCH_RING_DEBUG='", v, "' must be WARN, INFO or TRACE"));
-}
-
 std::string readString(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? std::string() : std::string(v);
 }
 
+// Word-valued knobs ignore case, as NCCL_DEBUG does: "info" and "INFO" are the same level.
+std::string lowered(std::string v) {
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return v;
+}
+
+int readLevel() {
+  const std::string raw = readString("TORCH_RING_DEBUG");
+  const std::string v = lowered(raw);
+  if (v.empty() || v == "warn") return kLogWarn;
+  if (v == "info") return kLogInfo;
+  if (v == "trace") return kLogTrace;
+  throw UsageError(strCat("TORCH_RING_DEBUG='", raw, "' must be WARN, INFO or TRACE (any case)"));
+}
+
 std::string readTransport() {
-  std::string v = readString("TORCH_RING_TRANSPORT");
+  const std::string raw = readString("TORCH_RING_TRANSPORT");
+  const std::string v = lowered(raw);
   if (v.empty()) return "auto";
   if (v != "auto" && v != "shm" && v != "tcp") {
-    throw UsageError(strCat("TORCH_RING_TRANSPORT='", v, "' must be auto, shm or tcp"));
+    throw UsageError(strCat("TORCH_RING_TRANSPORT='", raw, "' must be auto, shm or tcp (any case)"));
   }
   return v;
 }
@@ -52,6 +61,8 @@ const EnvKnobs& env() {
     k.slots = static_cast<int>(readInt("TORCH_RING_SLOTS", 4, 2, 64));
     k.spinMicros = static_cast<int>(readInt("TORCH_RING_SPIN_US", -1, 0, 10000000));
     k.debugLevel = readLevel();
+    // torch's own knob for its flight recorders' length; ours keeps 64 entries by default.
+    k.flightRecorderEntries = static_cast<size_t>(readInt("TORCH_FR_BUFFER_SIZE", 64, 1, 1000000));
     k.transport = readTransport();
     k.socketIfname = readString("TORCH_RING_SOCKET_IFNAME");
     k.masterAddr = readString("MASTER_ADDR");

@@ -1,6 +1,7 @@
 // Every environment knob this project reads, in one place (README lists them).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -19,9 +20,11 @@ struct EnvKnobs {
   // unset: then each group chooses, see chooseSpin in communicator.cc). With more
   // ranks than cores, long spinning starves the rank that would make progress.
   int spinMicros;
-  // TORCH_RING_DEBUG = WARN | INFO | TRACE (default WARN).
+  // TORCH_RING_DEBUG = WARN | INFO | TRACE, any case (default WARN).
   int debugLevel;
-  // TORCH_RING_TRANSPORT = auto | shm | tcp (default auto): how ranks are linked. auto: shared
+  // TORCH_FR_BUFFER_SIZE (torch's name): collectives each group's flight recorder keeps (64).
+  size_t flightRecorderEntries;
+  // TORCH_RING_TRANSPORT = auto | shm | tcp, any case (default auto): how ranks are linked. auto: shared
   // memory between ranks of one host, TCP between hosts, in the same ring; tcp: TCP for every
   // link (to test the TCP path on one host); shm: shared memory only (an error if the ranks
   // span hosts). CommOptions::transport overrides it.

@@ -7,6 +7,12 @@ namespace ring {
 FlightRecorder::FlightRecorder(size_t capacity)
     : capacity_(capacity), origin_(std::chrono::steady_clock::now()) {}
 
+void FlightRecorder::setCapacity(size_t capacity) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  capacity_ = capacity < 1 ? 1 : capacity;
+  while (entries_.size() > capacity_) entries_.pop_front();
+}
+
 double FlightRecorder::nowMs() const {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - origin_)
       .count();

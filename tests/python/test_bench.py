@@ -14,7 +14,7 @@ import torch
 from torch_ring_backend import bench
 
 COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"]
-# nccl-tests' busbw / algbw (REFERENCE.md section 6).
+# nccl-tests' busbw / algbw (docs/conventions.md section 2).
 BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
               "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n,
               "broadcast": lambda n: 1.0}

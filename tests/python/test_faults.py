@@ -235,8 +235,18 @@ def test_flight_recorder_lists_last_collectives():
         assert "7 x float32" in entries[-1]["detail"] and "root 0" in entries[-1]["detail"], entries[-1]
 
 
-def test_debug_logging_info_and_trace():
-    run = run_scenario("debug_log", 2, extra_env={"TORCH_RING_DEBUG": "TRACE"})
+def test_flight_recorder_keeps_torch_fr_buffer_size_entries():
+    # TORCH_FR_BUFFER_SIZE is torch's knob for its recorders' length; 6 collectives, 3 kept.
+    run = run_scenario("flight_recorder", 2, extra_env={"TORCH_FR_BUFFER_SIZE": "3"})
+    for r in run.by_rank().values():
+        entries = r["entries"]
+        assert len(entries) == 3, entries
+        assert [e["collective"] for e in entries] == ["all_reduce", "all_reduce", "broadcast"], entries
+
+
+@pytest.mark.parametrize("level", ["TRACE", "trace"])  # any case, as NCCL_DEBUG
+def test_debug_logging_info_and_trace(level):
+    run = run_scenario("debug_log", 2, extra_env={"TORCH_RING_DEBUG": level})
     text = "\n".join(run.outputs)
     assert "ring order 0 -> 1" in text, text
     assert "shared memory" in text, text

@@ -126,10 +126,11 @@ def test_allreduce_demo_under_torchrun():
          f"--master_port={free_port()}", os.path.join(REPO, "examples", "allreduce_demo.py")],
         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
-    for rank in range(4):
-        assert f"[rank {rank}] before all_reduce: [{rank + 1}.0, {rank + 1}.0, {rank + 1}.0, {rank + 1}.0]" in out.stdout
-        assert f"[rank {rank}] after all_reduce: [10.0, 10.0, 10.0, 10.0]" in out.stdout
-    assert "expected 10.0 on 4 ranks: OK" in out.stdout
+    # Whole lines, in rank order (lines of several ranks must not run into one another).
+    want = [f"[rank {r}] before all_reduce: {[float(r + 1)] * 4}" for r in range(4)]
+    want += [f"[rank {r}] after all_reduce: {[10.0] * 4}" for r in range(4)]
+    want += ["[rank 0] expected 10.0 on 4 ranks: OK"]
+    assert [line for line in out.stdout.splitlines() if line.startswith("[rank")] == want, out.stdout
 
 
 @pytest.mark.slow

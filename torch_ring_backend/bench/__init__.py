@@ -9,7 +9,7 @@
 Every rank joins two process groups over the same ranks: "ring" (the default group) and the
 reference (gloo on CPU, nccl on CUDA). Each collective is measured at every size (doubling from
 --min-bytes to --max-bytes) with the same inputs on both: ring's whole sweep first, then the
-reference's (see _sweep in launch.py). Columns (REFERENCE.md section 6):
+reference's (see _sweep in launch.py). Columns (docs/conventions.md section 2):
 
   size     bytes of the full array: the all_gather output, the reduce_scatter input
   time     microseconds per call: `iters` back-to-back calls after a barrier, slowest rank

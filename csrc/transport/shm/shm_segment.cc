@@ -43,32 +43,45 @@ void* mapShared(int fd, size_t bytes, const std::string& name) {
   return p;
 }
 
+// The free space of /dev/shm, for error messages (0 when statvfs fails).
+unsigned long long shmFreeBytes() {
+  struct statvfs vfs;
+  if (statvfs("/dev/shm", &vfs) != 0) return 0;
+  return static_cast<unsigned long long>(vfs.f_bavail) * vfs.f_frsize;
+}
+
 }  // namespace
 
 ShmSegment ShmSegment::create(size_t bytes) {
-  struct statvfs vfs;
-  if (statvfs("/dev/shm", &vfs) == 0) {
-    // tmpfs pages are only allocated when touched; a segment larger than the free space would
-    // fault with SIGBUS mid-collective, so refuse it here with the numbers.
-    unsigned long long freeBytes = static_cast<unsigned long long>(vfs.f_bavail) * vfs.f_frsize;
-    if (freeBytes < bytes) {
-      throw CommError(strCat("/dev/shm has ", freeBytes, " bytes free but the ring transport "
-                             "needs ", bytes, " for this rank; enlarge /dev/shm (docker: "
-                             "--shm-size) or lower TORCH_RING_SLOT_BYTES / TORCH_RING_SLOTS"));
-    }
-  }
   ShmSegment seg;
   for (int attempt = 0; attempt < 8; ++attempt) {
     std::string name = randomName();
     int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0 && errno == EEXIST) continue;
     RING_SYSCHECK(fd, "shm_open(", name, ")");
-    if (ftruncate(fd, static_cast<off_t>(bytes)) < 0) {
+    // Exactly 0600 whatever the umask: the peers refuse any other mode (see open()).
+    if (fchmod(fd, 0600) < 0) {
       int e = errno;
       close(fd);
       shm_unlink(name.c_str());
-      throw CommError(strCat("ftruncate of ", name, " to ", bytes, " bytes failed: ",
+      throw CommError(strCat("fchmod of shared-memory segment ", name, " failed: ",
                              std::strerror(e)));
+    }
+    // Reserve every page now: tmpfs allocates on first touch, so a segment larger than the free
+    // space would otherwise fault with SIGBUS in the middle of a collective. posix_fallocate
+    // fails here instead, where the error can say why.
+    int e = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    if (e != 0) {
+      close(fd);
+      shm_unlink(name.c_str());
+      if (e == ENOSPC) {
+        throw CommError(strCat("/dev/shm has ", shmFreeBytes(), " bytes free but the ring "
+                               "transport needs ", bytes, " for this rank's segment ", name,
+                               "; enlarge /dev/shm (docker: --shm-size) or lower "
+                               "TORCH_RING_SLOT_BYTES / TORCH_RING_SLOTS"));
+      }
+      throw CommError(strCat("posix_fallocate of shared-memory segment ", name, " to ", bytes,
+                             " bytes failed: ", std::strerror(e)));
     }
     seg.name_ = name;
     seg.owner_ = true;
@@ -87,10 +100,29 @@ ShmSegment ShmSegment::create(size_t bytes) {
 }
 
 ShmSegment ShmSegment::open(const std::string& name, size_t bytes) {
-  int fd = shm_open(name.c_str(), O_RDWR, 0600);
+  int fd = shm_open(name.c_str(), O_RDWR | O_NOFOLLOW, 0600);
   RING_SYSCHECK(fd, "shm_open(", name, ") of a peer's segment");
   struct stat st;
-  if (fstat(fd, &st) < 0 || static_cast<size_t>(st.st_size) != bytes) {
+  if (fstat(fd, &st) < 0) {
+    int e = errno;
+    close(fd);
+    throw CommError(strCat("fstat of peer segment ", name, " failed: ", std::strerror(e)));
+  }
+  // The name comes from the store, which anyone who reaches it can write. Peers of one job run
+  // as one user and create their segments 0600: a segment of another owner, or one others may
+  // open, is not a peer's, and this rank would send its data into it and reduce forged data.
+  const unsigned mode = st.st_mode & 07777;
+  if (st.st_uid != geteuid() || mode != 0600) {
+    close(fd);
+    char have[8], want[8];
+    std::snprintf(have, sizeof have, "%04o", mode);
+    std::snprintf(want, sizeof want, "%04o", 0600u);
+    throw CommError(strCat("peer segment ", name, " is owned by uid ", st.st_uid, " with mode ",
+                           have, "; a peer's segment is owned by this process's uid ", geteuid(),
+                           " with mode ", want, ": refusing it (the store may hold a name "
+                           "published by someone else)"));
+  }
+  if (static_cast<size_t>(st.st_size) != bytes) {
     close(fd);
     throw CommError(strCat("peer segment ", name, " has ", st.st_size, " bytes, expected ",
                            bytes, ": ranks disagree about TORCH_RING_SLOT_BYTES/SLOTS?"));

@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""Hand-picked mutants of the source, each built incrementally and run against the tests that
+should catch it. A mutant is KILLED when those tests fail (or time out), SURVIVED when they pass:
+a surviving mutant is a hole in the tests.
+
+    python3 tests/mutation/mutate.py            # every mutant (by hand: about half an hour)
+    python3 tests/mutation/mutate.py --quick    # the CI subset (C++ and TSan, a few minutes)
+    python3 tests/mutation/mutate.py --only avg_as_multiply
+
+By default the mutants go into a scratch copy, build/mutation/tree, with build folders of its
+own: the working tree is never modified. `--in-place` (what CI uses on its throwaway clone)
+mutates the checkout itself and reuses the build folders scripts/test.sh has just built, so only
+what a mutant touches recompiles; it refuses a checkout with uncommitted changes and restores
+every file it changed. Before any mutant, each chosen test command must pass on the unmutated
+tree, or a "kill" would mean nothing. Exit code 0 only if every mutant was killed.
+"""
+import argparse
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRATCH = os.path.join(ROOT, "build", "mutation")
+
+# Where the tree and its build folders are: set by main() (scratch copy or in place).
+TREE = CPP_BUILD = TSAN_BUILD = EXT_BUILD = ""
+
+
+@dataclasses.dataclass
+class Mutant:
+    name: str
+    path: str    # relative to the tree
+    find: str    # must occur exactly once
+    replace: str
+    kind: str    # "cpp": a gtest filter; "tsan": a gtest filter under TSan; "py": pytest args
+    tests: str
+    quick: bool = False  # part of the CI subset
+    why: str = ""
+    binaries: tuple = ("ring_unit_tests",)  # "cpp": the gtest programs to build and run
+    timeout: int = 0  # seconds for its tests, when shorter than --timeout (a mutant that hangs)
+
+
+MUTANTS = [
+    Mutant("max_is_min", "csrc/reduce/reduce_ops.h",
+           "(a > b ? a : b)));", "(a < b ? a : b)));", "cpp", "ReduceOps.*", quick=True,
+           why="MAX computes MIN"),
+    Mutant("avg_as_multiply", "csrc/reduce/reduce_ops.h",
+           "widen(v[i]) / static_cast<A>(divisor)",
+           "widen(v[i]) * (static_cast<A>(1) / static_cast<A>(divisor))", "cpp",
+           "ReduceOps.*:*CommunicatorInWorld.*",
+           why="AVG multiplies by 1/n: differs in the last bit for some sums"),
+    Mutant("avg_as_multiply_py", "csrc/reduce/reduce_ops.h",
+           "widen(v[i]) / static_cast<A>(divisor)",
+           "widen(v[i]) * (static_cast<A>(1) / static_cast<A>(divisor))", "py",
+           "tests/python/test_all_reduce.py -x -q -k float32",
+           why="the same, caught by the Python suite's reference (inputs whose AVG rounds)"),
+    Mutant("chunk_count_off_by_one", "csrc/schedule/partition.h",
+           "r.count = base + (i < extra ? 1 : 0);", "r.count = base + (i <= extra ? 1 : 0);", "cpp",
+           "Partition.*:Plans.*", quick=True,
+           why="one chunk takes an element too many: chunks overlap, the last runs past the end"),
+    Mutant("ring_step_order", "csrc/schedule/ring_steps.h",
+           "s.chunk = modRank(rank - i, n);", "s.chunk = modRank(rank - i + 1, n);", "cpp",
+           "Plans.*:CudaWalk.*", quick=True, why="reduce-scatter forwards the wrong chunk",
+           binaries=("ring_unit_tests", "ring_cuda_host_tests")),
+    Mutant("header_step_field", "csrc/executor/cpu_executor.cc",
+           "h->step = step;", "h->step = step + 1;", "cpp", "*CommunicatorInWorld.*",
+           quick=True, why="headers carry the wrong message index",
+           binaries=("ring_unit_tests", "ring_tcp_tests")),
+    Mutant("tag_ignored", "csrc/executor/p2p_receiver.cc",
+           "if (m->receive == nullptr && m->tag == r->tag && (r->peer < 0 || r->peer == m->src)) {",
+           "if (m->receive == nullptr && (r->peer < 0 || r->peer == m->src)) {", "cpp",
+           "P2PEngine.*", quick=True, why="a receive takes a held message of another tag"),
+    Mutant("broken_not_shared", "csrc/transport/shm/shm_transport.cc",
+           "c.brokenState.store(2, std::memory_order_release);", "", "cpp",
+           "ShmTransport.MarkBroken*:*SizeMismatch*", quick=True,
+           why="a rank's failure is not told to the others"),
+    Mutant("shm_foreign_segment_accepted", "csrc/transport/shm/shm_segment.cc",
+           "if (st.st_uid != geteuid() || mode != 0600) {", "if (st.st_uid != geteuid()) {",
+           "cpp", "ShmSegment.*",
+           why="a peer's segment that others may open (a name planted in the store) is used"),
+    Mutant("shm_pages_not_reserved", "csrc/transport/shm/shm_segment.cc",
+           "int e = posix_fallocate(fd, 0, static_cast<off_t>(bytes));",
+           "int e = ftruncate(fd, static_cast<off_t>(bytes)) < 0 ? errno : 0;", "cpp",
+           "ShmSegment.*", why="a full /dev/shm shows up later as SIGBUS, not at set-up"),
+    Mutant("kernel_publish_relaxed", "csrc/kernels/host_shim.h",
+           "std::atomic_ref<uint64_t>(*p).store(v, std::memory_order_release);",
+           "std::atomic_ref<uint64_t>(*p).store(v, std::memory_order_relaxed);", "tsan",
+           "WorldsAndChannels/HostKernels.*world2_channels1*", quick=True,
+           why="the kernels' counter publish loses its release (TSan: data race)"),
+    Mutant("kernel_publish_before_payload", "csrc/kernels/ring_kernels.cuh",
+           "    dev::moveStep<D, Op>(s.prim, src, dst, in, out, s.count, p.factor, p.divisor);",
+           "    if (threadIdx.x == 0 && sends) dev::storeReleaseSys(nextPublished, sent + 1);\n"
+           "    dev::moveStep<D, Op>(s.prim, src, dst, in, out, s.count, p.factor, p.divisor);",
+           "tsan", "WorldsAndChannels/HostKernels.*world2_channels1*",
+           why="the kernels publish a message before writing it (TSan: data race)"),
+    Mutant("kernel_channels_contiguous", "csrc/schedule/ring_walk.h",
+           "  const Range whole = chunkRange(w.count, w.nranks, chunk);\n"
+           "  const Range part = chunkRange(whole.count, w.channels, w.channel);",
+           "  const Range whole = chunkRange(w.count, w.channels, w.channel);\n"
+           "  const Range part = chunkRange(whole.count, w.nranks, chunk);", "cpp",
+           "CudaWalk.EveryElement*:WorldsAndChannels/HostKernels.*",
+           why="all-reduce channels reorder the additions: not the CPU executor's bits",
+           binaries=("ring_host_kernel_tests", "ring_cuda_host_tests")),
+    Mutant("kernel_spin_limit_ignored", "csrc/kernels/device_flags.cuh",
+           "if (globalTimerNs() - start > bounds.spinLimitNs) {", "if (false) {", "cpp",
+           "HostKernelFailures.TheSpinLimitFiresWithItsRecord",
+           why="a kernel waits forever without its host (its test hangs: killed at 60 s)",
+           binaries=("ring_host_kernel_tests",), timeout=60),
+    Mutant("deadline_too_late", "csrc/executor/communicator.cc",
+           "ctx.deadline = ctx.start + c.timeout;", "ctx.deadline = ctx.start + c.timeout * 3 / 2;",
+           "py", "tests/python/test_faults.py -x -q -k timeout_names",
+           why="collectives time out at 1.5x the timeout"),
+    Mutant("all_gather_coalesced_transposed", "csrc/backend/ring_backend.cc",
+           "out[r * n + i].view({-1})", "out[i * size_ + r].view({-1})", "py",
+           "tests/python/test_gather_scatter_collectives.py -x -q -k coalesced",
+           why="the all_gather_coalesced output lists the wrong way round"),
+    Mutant("coalescing_not_fused", "csrc/backend/coalescing.cc",
+           "  if (sameAllReduce) {", "  if (false) {", "py",
+           "tests/python/test_backend_api.py -x -q -k coalescing",
+           why="a coalesced block's all_reduces run one by one"),
+]
+
+
+def run(cmd, timeout=None, env=None):
+    try:
+        return subprocess.run(cmd, cwd=TREE, timeout=timeout, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL).returncode
+    except subprocess.TimeoutExpired:
+        return "timeout"
+
+
+EXCLUDED = {"build", ".git", "__pycache__", ".pytest_cache"}
+
+
+def _built_here(name):
+    return name.endswith(".so") or name == "_C.torch_version"
+
+
+def sync_tree():
+    """Copies into the scratch tree every file whose content differs (with a fresh mtime, so an
+    incremental build never keeps an object compiled from a mutant) and drops files gone here."""
+    seen = set()
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in EXCLUDED]
+        for name in files:
+            if _built_here(name):
+                continue
+            rel = os.path.relpath(os.path.join(folder, name), ROOT)
+            seen.add(rel)
+            with open(os.path.join(ROOT, rel), "rb") as f:
+                data = f.read()
+            dest = os.path.join(TREE, rel)
+            if os.path.exists(dest):
+                with open(dest, "rb") as f:
+                    if f.read() == data:
+                        continue
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with open(dest, "wb") as f:
+                f.write(data)
+            shutil.copymode(os.path.join(ROOT, rel), dest)
+    for folder, dirs, files in os.walk(TREE):
+        dirs[:] = [d for d in dirs if d not in EXCLUDED]
+        for name in files:
+            rel = os.path.relpath(os.path.join(folder, name), TREE)
+            if rel not in seen and not _built_here(name):
+                os.remove(os.path.join(TREE, rel))
+
+
+def build(kind, binaries=()):
+    """Configures if needed, then builds incrementally what `kind` needs. Returns an error or ""."""
+    jobs = str(os.cpu_count() or 2)
+    if kind == "cpp":
+        if not os.path.exists(os.path.join(CPP_BUILD, "build.ninja")):
+            subprocess.check_call(["cmake", "-S", TREE, "-B", CPP_BUILD, "-G", "Ninja",
+                                   "-DRING_BUILD_EXTENSION=OFF", "-DRING_BUILD_TESTS=ON",
+                                   "-DRING_CUDA=AUTO"], stdout=subprocess.DEVNULL)
+        targets = [b for b in binaries if b != "ring_cuda_host_tests" or shutil.which("nvcc")]
+        rc = run(["cmake", "--build", CPP_BUILD, "-j", jobs, "--target", *targets])
+        return "" if rc == 0 else f"cmake --build {CPP_BUILD} --target {' '.join(targets)}: {rc}"
+    if kind == "tsan":
+        return ""  # scripts/tsan.sh builds, then runs
+    if kind == "py":
+        if not os.path.exists(os.path.join(EXT_BUILD, "build.ninja")):
+            subprocess.check_call(["cmake", "-S", TREE, "-B", EXT_BUILD, "-G", "Ninja",
+                                   f"-DPython_EXECUTABLE={sys.executable}",
+                                   "-DRING_BUILD_TESTS=OFF", "-DRING_CUDA=OFF"],
+                                  stdout=subprocess.DEVNULL)
+        rc = run(["cmake", "--build", EXT_BUILD, "--target", "_C", "-j", jobs])
+        if rc != 0:
+            return f"cmake --build {EXT_BUILD} --target _C: {rc}"
+        pkg = os.path.join(TREE, "torch_ring_backend")
+        for f in os.listdir(EXT_BUILD):
+            if f.startswith("_C") and _built_here(f):
+                shutil.copy2(os.path.join(EXT_BUILD, f), pkg)
+        return ""
+    raise ValueError(kind)
+
+
+def test(m, timeout):
+    """The failures of m's tests on the tree as it is now (an empty list: they all passed)."""
+    if m.kind == "cpp":
+        failed, matched = [], 0
+        for binary in m.binaries:
+            path = os.path.join(CPP_BUILD, binary)
+            if binary == "ring_cuda_host_tests" and not os.path.exists(path):
+                continue  # built only where nvcc exists
+            listed = subprocess.run([path, f"--gtest_filter={m.tests}", "--gtest_list_tests"],
+                                    capture_output=True, text=True).stdout
+            if not any(line.startswith("  ") for line in listed.splitlines()):
+                continue
+            matched += 1
+            rc = run([path, f"--gtest_filter={m.tests}"], timeout=timeout)
+            if rc != 0:
+                failed.append(f"{binary}: {rc}")
+        if not matched:
+            failed.append(f"no test of {m.binaries} matches {m.tests}")
+        return failed
+    if m.kind == "tsan":
+        env = dict(os.environ, TSAN_BUILD_DIR=TSAN_BUILD, TSAN_FILTER=m.tests)
+        rc = run(["bash", "scripts/tsan.sh"], timeout=timeout, env=env)
+        return [] if rc == 0 else [f"tsan: {rc}"]
+    env = dict(os.environ, PYTHONPATH=TREE)
+    where = subprocess.run([sys.executable, "-c",
+                            "import torch_ring_backend as t; print(t.__file__)"],
+                           env=env, cwd=TREE, capture_output=True, text=True).stdout.strip()
+    if not where.startswith(TREE):
+        return [f"the tests import torch_ring_backend from {where!r}, not from {TREE}"]
+    rc = run([sys.executable, "-m", "pytest", *m.tests.split()], timeout=timeout, env=env)
+    return [] if rc == 0 else [f"pytest: {rc}"]
+
+
+def _place(in_place):
+    global TREE, CPP_BUILD, TSAN_BUILD, EXT_BUILD
+    if in_place:
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True).stdout
+        if dirty:
+            sys.exit(f"mutate: --in-place needs a checkout without changes; changed:\n{dirty}")
+        TREE = ROOT
+        CPP_BUILD = os.path.join(ROOT, "build", "cpp-tests")   # scripts/test.sh's
+        TSAN_BUILD = os.path.join(ROOT, "build", "tsan")       # scripts/tsan.sh's
+        EXT_BUILD = os.path.join(SCRATCH, "ext")
+    else:
+        TREE = os.path.join(SCRATCH, "tree")
+        CPP_BUILD = os.path.join(SCRATCH, "cpp")
+        TSAN_BUILD = os.path.join(SCRATCH, "tsan")
+        EXT_BUILD = os.path.join(SCRATCH, "ext")
+        os.makedirs(TREE, exist_ok=True)
+        sync_tree()
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="the CI subset")
+    p.add_argument("--only", nargs="*", help="these mutants")
+    p.add_argument("--in-place", action="store_true",
+                   help="mutate this checkout (clean) with scripts/test.sh's build folders")
+    p.add_argument("--timeout", type=int, default=300, help="seconds per mutant's tests")
+    args = p.parse_args(argv)
+    chosen = [m for m in MUTANTS if (not args.quick or m.quick) and
+              (not args.only or m.name in args.only)]
+    if not chosen:
+        sys.exit("mutate: no mutant chosen")
+    _place(args.in_place)
+    # A SIGTERM (a CI time limit) must still restore the mutated file: make it an exception.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("mutate: terminated"))
+
+    start = time.monotonic()
+    for kind in sorted({m.kind for m in chosen}):
+        binaries = sorted({b for m in chosen if m.kind == kind for b in m.binaries})
+        err = build(kind, binaries)
+        if err:
+            print(f"mutate: the unmutated tree does not build: {err}")
+            return 2
+    for m in chosen:
+        failed = test(m, args.timeout)
+        if failed:
+            print(f"mutate: the tests of {m.name} fail on the unmutated tree: {failed}")
+            return 2
+    print(f"mutate: the unmutated tree builds and passes every chosen test "
+          f"({time.monotonic() - start:.0f} s)", flush=True)
+
+    results = []
+    for m in chosen:
+        path = os.path.join(TREE, m.path)
+        with open(path) as f:
+            original = f.read()
+        if original.count(m.find) != 1:
+            print(f"mutate: {m.name}: the text to change occurs {original.count(m.find)} times "
+                  f"in {m.path}")
+            return 2
+        began = time.monotonic()
+        try:
+            with open(path, "w") as f:
+                f.write(original.replace(m.find, m.replace))
+            # A mutant that does not compile tells nothing about the tests: it is an error of
+            # this list, not a kill.
+            err = build(m.kind, m.binaries)
+            if err:
+                print(f"mutate: {m.name} does not build ({err}): fix the mutant")
+                return 2
+            failed = test(m, min(args.timeout, m.timeout or args.timeout))
+        finally:
+            with open(path, "w") as f:
+                f.write(original)
+        verdict = "KILLED" if failed else "SURVIVED"
+        results.append((m, verdict))
+        detail = f"  [{'; '.join(failed)}]" if failed else ""
+        print(f"{verdict:8} {m.name:32} {time.monotonic() - began:4.0f} s  {m.why}{detail}",
+              flush=True)
+    survived = [m.name for m, v in results if v == "SURVIVED"]
+    print(f"mutate: {len(results) - len(survived)} of {len(results)} mutants killed in "
+          f"{time.monotonic() - start:.0f} s" + (f"; SURVIVED: {survived}" if survived else ""))
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
