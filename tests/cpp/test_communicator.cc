@@ -312,9 +312,6 @@ TEST(Communicator, TwoSlotFifosSuffice) {
   }
 }
 
-// One slot cannot work: a step that receives and sends holds its received slot while acquiring
-// the next one (see test_plans.cc, OneSlotFifos...), so every ring collective hangs until its
-// timeout. A Communicator asked for one slot must refuse (or raise it), not hang.
 // One slot per FIFO can deadlock a ring (a step holds its received slot until its own message
 // is out: test_plans.cc shows it), so it is refused at set-up, on every rank, saying why.
 TEST(Communicator, OneSlotFifosAreRefused) {
