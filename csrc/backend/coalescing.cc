@@ -137,8 +137,8 @@ c10::intrusive_ptr<c10d::Work> allOf(int rank, c10d::OpType type,
 }
 
 HostCall fuseHeld(const std::vector<Coalescer::Held>& held,
-                  const std::function<void(const CallInfo&, void*, int64_t, const AllReduceKey&)>&
-                      allReduce) {
+                  const std::function<void(const CallInfo&, const Tensors&, const AllReduceKey&)>&
+                      allReduceConcatenation) {
   HostCall fused;
   fused.type = c10d::OpType::COALESCED;
   fused.timeout = held.front().call.timeout;
@@ -154,16 +154,9 @@ HostCall fuseHeld(const std::vector<Coalescer::Held>& held,
     fused.allReduce = key;
     fused.detail = strCat(held.size(), " all_reduces fused: ", fused.outputs.size(), " tensors of ",
                           dtypeName(key.dtype), ", op ", redOpName(key.op));
-    fused.body = [allReduce, key](const CallInfo& c, const Tensors&, const Tensors& out) {
-      Tensors flat;
-      for (const auto& t : out) flat.push_back(t.reshape({-1}));
-      at::Tensor buffer = at::cat(flat);
-      allReduce(c, buffer.data_ptr(), buffer.numel(), key);
-      int64_t offset = 0;
-      for (const auto& t : out) {
-        t.view({-1}).copy_(buffer.narrow(0, offset, t.numel()));
-        offset += t.numel();
-      }
+    fused.body = [allReduceConcatenation, key](const CallInfo& c, const Tensors&,
+                                               const Tensors& out) {
+      allReduceConcatenation(c, out, key);
     };
     return fused;
   }

@@ -55,10 +55,10 @@ class Coalescer {
 c10::intrusive_ptr<c10d::Work> allOf(int rank, c10d::OpType type,
                                      std::vector<c10::intrusive_ptr<c10d::Work>> parts);
 
-// The held calls as one host call: one all_reduce over their concatenation if they are all
+// The held calls as one host call: `allReduceConcatenation` over every output if they are all
 // all_reduces of one dtype and op (fuse), else each body in turn.
 HostCall fuseHeld(const std::vector<Coalescer::Held>& held,
-                  const std::function<void(const CallInfo&, void*, int64_t, const AllReduceKey&)>&
-                      allReduce);
+                  const std::function<void(const CallInfo&, const Tensors&, const AllReduceKey&)>&
+                      allReduceConcatenation);
 
 }  // namespace ring

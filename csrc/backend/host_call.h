@@ -39,7 +39,7 @@ struct HostCall {
   std::function<void(const CallInfo&, const Tensors& in, const Tensors& out)> body;
   // Set for an in-place all_reduce of every output (all_reduce, all_reduce_coalesced): such
   // calls can be fused into one (coalescing.h).
-  std::optional<AllReduceKey> allReduce;
+  std::optional<AllReduceKey> allReduce = std::nullopt;
 };
 
 }  // namespace ring

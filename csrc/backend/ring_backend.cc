@@ -225,9 +225,9 @@ c10::intrusive_ptr<c10d::Work> RingBackend::endCoalescing() {
   Coalescer::Block block = coalescer_.end(rank_);
   std::vector<c10::intrusive_ptr<c10d::Work>> parts = std::move(block.started);
   if (!block.held.empty()) {
-    HostCall fused = fuseHeld(block.held, [this](const CallInfo& c, void* data, int64_t count,
+    HostCall fused = fuseHeld(block.held, [this](const CallInfo& c, const Tensors& tensors,
                                                   const AllReduceKey& k) {
-      comm_->allReduce(data, count, k.dtype, k.op, k.factor, c);
+      allReduceConcatenation(c, tensors, k);
     });
     auto task = push("coalesced", seq_++, std::move(fused));
     // Each caller's Work completes with the block's task (on the worker, right after it).
@@ -276,16 +276,22 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allreduce_coalesced(
   double factor = 1.0;
   const RedOp op = toRingOp(s, opts.reduceOp, tensors[0].scalar_type(), &factor);
   const DType d = toRingDType(s, tensors[0].scalar_type());
-  // One ring pass over the concatenation: many small tensors cost one latency, not many.
+  const AllReduceKey key{d, op, factor};
   return run(s, {c10d::OpType::ALLREDUCE_COALESCED,
                  strCat(tensors.size(), " tensors of ", dtypeName(d), ", op ", redOpName(op)),
                  tensors, tensors, opts.timeout,
-                 [this, d, op, factor](const CallInfo& c, const Tensors&, const Tensors& out) {
-                   at::Tensor buffer = flatCat(out);
-                   comm_->allReduce(buffer.data_ptr(), buffer.numel(), d, op, factor, c);
-                   splitInto(buffer, out);
+                 [this, key](const CallInfo& c, const Tensors&, const Tensors& out) {
+                   allReduceConcatenation(c, out, key);
                  },
-                 AllReduceKey{d, op, factor}});
+                 key});
+}
+
+// One ring pass over the concatenation: many small tensors cost one latency, not many.
+void RingBackend::allReduceConcatenation(const CallInfo& c, const Tensors& tensors,
+                                         const AllReduceKey& k) {
+  at::Tensor buffer = flatCat(tensors);
+  comm_->allReduce(buffer.data_ptr(), buffer.numel(), k.dtype, k.op, k.factor, c);
+  splitInto(buffer, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::broadcast(std::vector<at::Tensor>& tensors,

@@ -149,6 +149,9 @@ class RingBackend : public c10d::Backend {
                                               const char* name);
   // Blocks until the CUDA kernels enqueued so far have ended (barrier waits for all earlier work).
   void waitCudaWork();
+  // One ring all_reduce over the concatenation of `tensors`, written back into each: what
+  // all_reduce_coalesced and a fused coalescing block run.
+  void allReduceConcatenation(const CallInfo& c, const Tensors& tensors, const AllReduceKey& k);
 
   std::atomic<int64_t> timeoutMs_;
   std::string groupName_;

@@ -66,12 +66,7 @@ bool P2PEngine::progressSend(Pending& p) {
   const int me = transport_.rank();
   SendLink& link = transport_.sendLink(Channel::PointToPoint, p.op.peer);
   const int64_t cap = link.capacity();
-  Fingerprint fp;
-  fp.collective = Collective::PointToPoint;
-  fp.dtype = DType::UInt8;
-  fp.count = p.op.bytes;
-  fp.root = p.op.tag;
-  fp.seq = p.pairSeq;
+  const Fingerprint fp = pointToPointFingerprint(p.pairSeq, p.op.bytes, p.op.tag);
   bool moved = false;
   OutSlot out;
   while (p.moved < p.op.bytes || p.step == 0) {

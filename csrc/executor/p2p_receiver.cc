@@ -22,14 +22,10 @@ struct P2PReceiver::Message {
 
 namespace {
 
-Fingerprint messageFingerprint(uint64_t seq, int64_t bytes, int tag) {
-  Fingerprint fp;
-  fp.seq = seq;
-  fp.collective = Collective::PointToPoint;
-  fp.dtype = DType::UInt8;
-  fp.count = bytes;
-  fp.root = tag;
-  return fp;
+// Whether receive `r` takes a message with this tag from `src` (torch's recv: same tag; the
+// same source, or any for recv_anysource).
+bool takes(const P2PReceiver::Receive& r, int src, int tag) {
+  return r.tag == tag && (r.peer < 0 || r.peer == src);
 }
 
 }  // namespace
@@ -93,7 +89,7 @@ void P2PReceiver::match() {
   for (auto it = posted_.begin(); it != posted_.end();) {
     Receive* r = *it++;  // attach() removes r from posted_
     for (auto& m : messages_) {
-      if (m->receive == nullptr && m->tag == r->tag && (r->peer < 0 || r->peer == m->src)) {
+      if (m->receive == nullptr && takes(*r, m->src, m->tag)) {
         attach(r, m.get());
         break;
       }
@@ -109,10 +105,10 @@ bool P2PReceiver::startMessage(int src) {
   // from this source, and the rest of the header is checked as for every slot.
   const int64_t bytes = h.fingerprint.count;
   if (bytes < 0 || h.fingerprint.collective != Collective::PointToPoint) {
-    verifyHeader(h, me_, src, 0, 0, messageFingerprint(messagesFrom_[src], 0, 0));
+    verifyHeader(h, me_, src, 0, 0, pointToPointFingerprint(messagesFrom_[src], 0, 0));
   }
   verifyHeader(h, me_, src, 0, std::min(capacity_, bytes),
-               messageFingerprint(messagesFrom_[src], bytes, h.fingerprint.root));
+               pointToPointFingerprint(messagesFrom_[src], bytes, h.fingerprint.root));
   auto m = std::make_unique<Message>();
   m->src = src;
   m->tag = h.fingerprint.root;
@@ -123,7 +119,7 @@ bool P2PReceiver::startMessage(int src) {
   messages_.push_back(std::move(m));
   // The earliest posted receive that takes it, if any.
   for (Receive* r : posted_) {
-    if (r->tag == raw->tag && (r->peer < 0 || r->peer == src)) {
+    if (takes(*r, src, raw->tag)) {
       attach(r, raw);
       break;
     }
@@ -138,7 +134,7 @@ bool P2PReceiver::readFrom(int src) {
   InSlot in;
   while (!m->complete() && link.tryReceive(&in)) {
     const int64_t chunk = std::min(capacity_, m->bytes - m->moved);
-    verifyHeader(*in.header, me_, src, m->step, chunk, messageFingerprint(m->seq, m->bytes, m->tag));
+    verifyHeader(*in.header, me_, src, m->step, chunk, pointToPointFingerprint(m->seq, m->bytes, m->tag));
     if (chunk > 0) {
       if (m->receive != nullptr) {
         std::memcpy(static_cast<char*>(m->receive->data) + m->moved, in.payload,

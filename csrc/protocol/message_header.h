@@ -47,6 +47,13 @@ inline Fingerprint makeFingerprint(Collective k, uint64_t seq, int64_t count, DT
   return f;
 }
 
+// The fingerprint of every slot of one point-to-point message, as its sender stamps it and its
+// receiver expects it: its index among the messages from that sender, its size in bytes, and
+// its tag (in the root field).
+inline Fingerprint pointToPointFingerprint(uint64_t seq, int64_t bytes, int tag) {
+  return makeFingerprint(Collective::PointToPoint, seq, bytes, DType::UInt8, RedOp::Sum, tag);
+}
+
 // "all_reduce of 1000 float32 (op SUM), sequence 17"
 std::string describe(const Fingerprint& f);
 
