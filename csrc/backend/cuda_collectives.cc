@@ -54,7 +54,7 @@ void noteDefaultStream(const std::string& group, int rank, const at::Device& dev
   const bool had = ranks.size() >= 2;
   ranks.insert(rank);
   if (had || ranks.size() < 2) return;
-  RING_LOG(kLogWarn, "group '", group, "': ranks ", *ranks.begin(), " and ", *ranks.rbegin(),
+  RING_LOG(kLogWarn, "ranks ", *ranks.begin(), " and ", *ranks.rbegin(),
            " of this process both call ring collectives on the default stream of ",
            device.str(), ". A wait() on one rank's work then queues the other rank's next "
            "kernel behind it while the first kernel waits for that one: a deadlock until the "
@@ -92,18 +92,18 @@ CudaCollectives::CudaCollectives(Store& store, Communicator& comm,
   }
   const bool ok = links->usable();
   if (ok) {
-    RING_LOG(kLogInfo, "group '", groupName_, "' rank ", rank, ": CUDA ring kernels on ",
+    RING_LOG(kLogInfo, "CUDA ring kernels on ",
              device_.str(), ", ", knobs.geometry.channels, " channels x ", knobs.geometry.slots,
              " slots x ", knobs.geometry.slotBytes, " bytes; ", links->describe());
   } else {
-    RING_LOG(kLogInfo, "group '", groupName_, "' rank ", rank,
-             ": CUDA tensors are staged through host memory: ", links->declineReason());
+    RING_LOG(kLogInfo, "CUDA tensors are staged through host memory: ", links->declineReason());
   }
   state_ = std::make_shared<CudaGroupState>(std::move(links), &comm, &recorder, rank, size);
   if (!ok) return;
   commStream_ = std::make_unique<DedicatedStream>(device_.index());
   watchdog_ = std::thread([this] {
     nameThisThread("ring-cuda-wdog");
+    setThreadLogContext(rank_, groupName_);
     watchdogLoop();
   });
 }
@@ -124,7 +124,7 @@ CudaCollectives::~CudaCollectives() {
       state_->links().closeCollectively(store_, std::min<std::chrono::milliseconds>(timeout_, kCloseWait));
     } catch (const std::exception& e) {
       state_->links().keepMemory();
-      RING_LOG(kLogWarn, "rank ", rank_, ": closing the CUDA links failed (", e.what(),
+      RING_LOG(kLogWarn, "closing the CUDA links failed (", e.what(),
                "); keeping the CUDA inbox allocated");
     }
   }
@@ -323,7 +323,7 @@ void CudaCollectives::watchdogLoop() {
       const auto now = std::chrono::steady_clock::now();
       if (stopSince == std::chrono::steady_clock::time_point{}) stopSince = now;
       if (!state_->brokenReason().empty() && now - stopSince > kAbortGrace) {
-        RING_LOG(kLogWarn, "rank ", rank_, ": ", pending_.size(), " CUDA ring kernel(s) did not "
+        RING_LOG(kLogWarn, pending_.size(), " CUDA ring kernel(s) did not "
                  "stop within ", kAbortGrace.count(), " s of being aborted; giving up on them");
         return;
       }

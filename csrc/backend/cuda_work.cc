@@ -29,7 +29,7 @@ void CudaGroupState::breakGroup(const std::string& reason) {
   // Tells the other ranks (their watchdogs poll the group's health and abort their kernels),
   // and fails this rank's next CPU or CUDA collective with the same reason.
   if (comm_ != nullptr) comm_->transport().markBroken(reason);
-  RING_LOG(kLogWarn, "rank ", rank_, ": CUDA ring kernels stopped: ", reason);
+  RING_LOG(kLogWarn, "CUDA ring kernels stopped: ", reason);
 }
 
 std::string CudaGroupState::brokenReason() const {

@@ -88,12 +88,12 @@ RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
   opts.transport = options_->transport;
   opts.slotBytes = options_->slotBytes;
   opts.slots = options_->slots;
+  LogScope logScope(rank, groupName_);
   try {
     store_ = std::make_unique<TorchStore>(store);
     setupKeys_ = std::make_unique<SetupKeys>(*store_, rank, size);
     try {
-      RING_LOG(kLogInfo, "group '", opts.groupName, "' rank ", rank, ": set-up number ",
-               setupKeys_->incarnation(), " of this group on its store");
+      RING_LOG(kLogInfo, "set-up number ", setupKeys_->incarnation(), " of this group on its store");
       // Inside this try: a bad knob on one rank must end the others' set-up too.
       recorder_.setCapacity(env().flightRecorderEntries);
       comm_ = std::make_unique<Communicator>(*setupKeys_, rank, size, opts);
@@ -117,6 +117,7 @@ RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
 RingBackend::~RingBackend() { shutdown(); }
 
 void RingBackend::shutdown() {
+  LogScope logScope(rank_, groupName_);
   // Queued collectives still run (each bounded by its timeout) so that their Works complete.
   if (queue_) queue_->stop();
   {
@@ -143,6 +144,7 @@ void RingBackend::shutdown() {
 }
 
 void RingBackend::abort() {
+  LogScope logScope(rank_, groupName_);
   {
     std::lock_guard<std::mutex> lock(commMutex_);
     if (comm_) comm_->abort("abort() was called on this rank");
@@ -182,6 +184,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::started(c10::intrusive_ptr<c10d::Wor
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::run(const CheckScope& s, HostCall call) {
+  LogScope logScope(rank_, groupName_);
   if (!anyCuda(call.inputs) && !anyCuda(call.outputs)) {
     if (coalescer_.active()) return coalescer_.hold(rank_, s.collective, std::move(call));
     return push(s.collective, seq_++, std::move(call));
@@ -723,8 +726,7 @@ void RingBackend::finished(c10d::OpType type, uint64_t seq,
                                           std::chrono::duration<float>(end - start)));
   } catch (const std::exception& e) {
     // A user's hook must not take the worker down; say so instead.
-    RING_LOG(kLogWarn, "rank ", rank_, " group '", groupName_, "': the completion hook raised: ",
-             e.what());
+    RING_LOG(kLogWarn, "the completion hook raised: ", e.what());
   }
 }
 
@@ -739,6 +741,7 @@ void RingBackend::waitForPendingWorks() {
 void RingBackend::eagerConnectSingleDevice(at::Device device) {
 #ifdef RING_WITH_CUDA
   if (!device.is_cuda()) return;
+  LogScope logScope(rank_, groupName_);
   std::lock_guard<std::mutex> lock(cudaMutex_);
   setUpCudaLocked(CheckScope{"init_process_group(device_id)", rank_, size_}, device);
 #else
@@ -802,9 +805,11 @@ c10::intrusive_ptr<c10d::Backend> RingBackend::shrink(const std::vector<int64_t>
                                                       int64_t{rank_}) - excluded.begin());
   auto options = childOptions(optsOverride, *options_);
   options->group_name = groupName_ + ":shrunk";
-  RING_LOG(kLogInfo, "group '", groupName_, "' rank ", rank_, ": shrinking without ",
-           excluded.size(), " rank(s); this rank becomes rank ", rank_ - below, " of ",
-           size_ - static_cast<int>(excluded.size()));
+  {
+    LogScope logScope(rank_, groupName_);
+    RING_LOG(kLogInfo, "shrinking without ", excluded.size(), " rank(s); this rank becomes rank ",
+             rank_ - below, " of ", size_ - static_cast<int>(excluded.size()));
+  }
   return c10::make_intrusive<RingBackend>(c10::make_intrusive<c10d::PrefixStore>(prefix, c10dStore_),
                                           rank_ - below, size_ - static_cast<int>(excluded.size()),
                                           options);
@@ -825,6 +830,7 @@ P2PEngine& RingBackend::p2p() {
 
 c10::intrusive_ptr<c10d::Work> RingBackend::pointToPoint(bool isSend, at::Tensor tensor, int peer,
                                                          int tag, const char* name) {
+  LogScope logScope(rank_, groupName_);
   CheckScope s{name, rank_, size_};
   if (peer != -1) {
     checkRoot(s, peer, isSend ? "destination rank" : "source rank");

@@ -14,6 +14,7 @@ WorkQueue::WorkQueue(int rank, std::string groupName, FlightRecorder& recorder,
       finished_(std::move(finished)) {
   worker_ = std::thread([this] {
     nameThisThread("ring-worker");
+    setThreadLogContext(rank_, groupName_);
     loop();
   });
 }
@@ -89,11 +90,11 @@ void WorkQueue::loop() {
     std::string what;
     if (error) {
       what = messageOf(error);
-      RING_LOG(kLogWarn, "rank ", rank_, " group '", groupName_, "': ", next.second.name,
+      RING_LOG(kLogWarn, next.second.name,
                " (sequence ", next.second.call.seq, ") failed after ", ms, " ms: ", what,
                "\nlast collectives of this group on this rank:\n", recorder_.dump());
     } else {
-      RING_LOG(kLogTrace, "rank ", rank_, " group '", groupName_, "': ", next.second.name,
+      RING_LOG(kLogTrace, next.second.name,
                " (sequence ", next.second.call.seq, ") took ", ms, " ms");
     }
     recorder_.markEnded(next.first, what);

@@ -1,5 +1,7 @@
 #include "common/env.h"
 
+#include <sys/socket.h>
+
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +29,16 @@ int readLevel() {
   if (v == "info") return kLogInfo;
   if (v == "trace") return kLogTrace;
   throw UsageError(strCat("TORCH_RING_DEBUG='", raw, "' must be WARN, INFO or TRACE (any case)"));
+}
+
+int readSocketFamily() {
+  const std::string raw = readString("TORCH_RING_SOCKET_FAMILY");
+  const std::string v = lowered(raw);
+  if (v.empty()) return 0;
+  if (v == "af_inet") return AF_INET;
+  if (v == "af_inet6") return AF_INET6;
+  throw UsageError(strCat("TORCH_RING_SOCKET_FAMILY='", raw,
+                          "' must be AF_INET or AF_INET6 (any case)"));
 }
 
 std::string readTransport() {
@@ -61,10 +73,19 @@ const EnvKnobs& env() {
     k.slots = static_cast<int>(readInt("TORCH_RING_SLOTS", 4, 2, 64));
     k.spinMicros = static_cast<int>(readInt("TORCH_RING_SPIN_US", -1, 0, 10000000));
     k.debugLevel = readLevel();
+    k.debugFile = readString("TORCH_RING_DEBUG_FILE");
     // torch's own knob for its flight recorders' length; ours keeps 64 entries by default.
     k.flightRecorderEntries = static_cast<size_t>(readInt("TORCH_FR_BUFFER_SIZE", 64, 1, 1000000));
     k.transport = readTransport();
     k.socketIfname = readString("TORCH_RING_SOCKET_IFNAME");
+    k.socketIfnameSource = strCat("TORCH_RING_SOCKET_IFNAME='", k.socketIfname, "'");
+    // Jobs moved over from gloo keep working: its variable lists exact interface names.
+    const std::string gloo = readString("GLOO_SOCKET_IFNAME");
+    if (k.socketIfname.empty() && !gloo.empty()) {
+      k.socketIfname = "=" + gloo;
+      k.socketIfnameSource = strCat("GLOO_SOCKET_IFNAME='", gloo, "' (exact names)");
+    }
+    k.socketFamily = readSocketFamily();
     k.masterAddr = readString("MASTER_ADDR");
     return k;
   }();

@@ -22,6 +22,9 @@ struct EnvKnobs {
   int spinMicros;
   // TORCH_RING_DEBUG = WARN | INFO | TRACE, any case (default WARN).
   int debugLevel;
+  // TORCH_RING_DEBUG_FILE (NCCL_DEBUG_FILE's counterpart): where log lines go instead of stderr,
+  // with %h, %p and %r expanded (common/logging.h); empty: stderr.
+  std::string debugFile;
   // TORCH_FR_BUFFER_SIZE (torch's name): collectives each group's flight recorder keeps (64).
   size_t flightRecorderEntries;
   // TORCH_RING_TRANSPORT = auto | shm | tcp, any case (default auto): how ranks are linked. auto: shared
@@ -29,11 +32,19 @@ struct EnvKnobs {
   // link (to test the TCP path on one host); shm: shared memory only (an error if the ranks
   // span hosts). CommOptions::transport overrides it.
   std::string transport;
-  // TORCH_RING_SOCKET_IFNAME (e.g. eth0): the interface whose address (IPv4, else IPv6) the TCP
-  // transport listens on. Default: the local address that reaches MASTER_ADDR, else an address
-  // the host name resolves to, else 127.0.0.1 (transport/tcp/net_address.h). Never a wildcard;
-  // the port is always chosen by the kernel.
+  // TORCH_RING_SOCKET_IFNAME (NCCL_SOCKET_IFNAME's syntax: eth0 | eth0,eth1 | =eth0 | ^docker;
+  // transport/tcp/interface_filter.h): the interfaces whose address (IPv4, else IPv6) the TCP
+  // transport may listen on. Unset: GLOO_SOCKET_IFNAME's exact names, as "=" + its value.
+  // Neither: the local address that reaches MASTER_ADDR, else an address the host name
+  // resolves to, else 127.0.0.1 (transport/tcp/net_address.h). Never a wildcard; the port is
+  // always chosen by the kernel.
   std::string socketIfname;
+  // Where socketIfname came from, for messages: "TORCH_RING_SOCKET_IFNAME='^docker'" or
+  // "GLOO_SOCKET_IFNAME='eth0' (exact names)".
+  std::string socketIfnameSource;
+  // TORCH_RING_SOCKET_FAMILY = AF_INET | AF_INET6, any case (NCCL_SOCKET_FAMILY's words): only
+  // that family's addresses of the interfaces above; unset: IPv4 first, then IPv6. 0 = any.
+  int socketFamily;
   // MASTER_ADDR (set by torchrun, not ours; read only to pick the default interface above).
   std::string masterAddr;
 };

@@ -45,6 +45,8 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
     : rank_(rank), size_(size), groupName_(opts.groupName) {
   RING_USAGE_CHECK(size >= 1 && rank >= 0 && rank < size, "ring: invalid rank ", rank,
                    " for a group of size ", size);
+  // Set-up's log lines name this rank and group (also when the backend is not the caller).
+  LogScope logScope(rank, opts.groupName);
   ShmGeometry g;
   g.nranks = size;
   g.slotBytes = opts.slotBytes > 0 ? opts.slotBytes : env().slotBytes;
@@ -65,14 +67,14 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   slotBytes_ = g.slotBytes;
   spinMicros_ = chooseSpin(localRanks);
   if (rank == 0) {
-    RING_LOG(kLogInfo, "group '", groupName_, "': ", size, " ranks, ring order 0 -> 1 -> ... -> ",
+    RING_LOG(kLogInfo, size, " ranks, ring order 0 -> 1 -> ... -> ",
              size - 1, " -> 0");
   }
   if (size > 1) {
     // The two ring links of this rank, each with its transport.
-    RING_LOG(kLogInfo, "group '", groupName_, "': next ", transport_->describeLink(ringNext(rank, size)));
+    RING_LOG(kLogInfo, "next ", transport_->describeLink(ringNext(rank, size)));
     if (size > 2) {
-      RING_LOG(kLogInfo, "group '", groupName_, "': prev ",
+      RING_LOG(kLogInfo, "prev ",
                transport_->describeLink(ringPrev(rank, size)));
     }
   }

@@ -95,7 +95,7 @@ std::unique_ptr<Transport> connectGroup(Store& store, int rank, int size,
     t.listenAddress = opts.listenAddress;
     tcp = std::make_unique<TcpTransport>(store, rank, size, c.tcpRanks, t);
   }
-  RING_LOG(kLogInfo, "group '", opts.groupName, "' rank ", rank, ": ", c.shmRanks.size() - 1,
+  RING_LOG(kLogInfo, c.shmRanks.size() - 1,
            " peer(s) over shared memory, ", c.tcpRanks.size(), " over TCP (transport ",
            opts.mode, ")");
   if (!tcp) return shm;

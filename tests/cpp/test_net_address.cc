@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/errors.h"
+#include "transport/tcp/interface_filter.h"
 #include "transport/tcp/net_address.h"
 #include "transport/tcp/socket_util.h"
 
@@ -53,7 +54,7 @@ TEST(NetAddress, ParsesNumericAddressesOnly) {
 
 TEST(NetAddress, ListenAddressFollowsTheMasterAddressFamily) {
   std::string why;
-  EXPECT_EQ(chooseListenAddress("", "127.0.0.1", &why), "127.0.0.1");
+  EXPECT_EQ(chooseListenAddress(ListenChoice{"", "", 0, "127.0.0.1"}, &why), "127.0.0.1");
   EXPECT_NE(why.find("MASTER_ADDR=127.0.0.1"), std::string::npos) << why;
   int port = 0;
   bool ipv6 = true;
@@ -62,20 +63,25 @@ TEST(NetAddress, ListenAddressFollowsTheMasterAddressFamily) {
   } catch (const RingError&) {
     ipv6 = false;
   }
-  if (ipv6) EXPECT_EQ(chooseListenAddress("", "::1", &why), "::1");
+  if (ipv6) EXPECT_EQ(chooseListenAddress(ListenChoice{"", "", 0, "::1"}, &why), "::1");
   // An interface with both families gives its IPv4 address.
-  EXPECT_EQ(chooseListenAddress("lo", "::1", &why), "127.0.0.1");
-  EXPECT_NE(why.find("TORCH_RING_SOCKET_IFNAME"), std::string::npos) << why;
+  EXPECT_EQ(chooseListenAddress(ListenChoice{"lo", "TORCH_RING_SOCKET_IFNAME='lo'", 0, "::1"}, &why),
+            "127.0.0.1");
+  EXPECT_NE(why.find("interface lo, chosen by TORCH_RING_SOCKET_IFNAME='lo'"), std::string::npos)
+      << why;
 }
 
 TEST(NetAddress, UnknownInterfaceListsTheOnesThatExist) {
   std::string why;
   try {
-    chooseListenAddress("nosuchif0", "", &why);
+    chooseListenAddress(ListenChoice{"nosuchif0", "TORCH_RING_SOCKET_IFNAME='nosuchif0'", 0, ""},
+                        &why);
     FAIL() << "expected a usage error";
   } catch (const UsageError& e) {
     std::string what = e.what();
-    EXPECT_NE(what.find("nosuchif0"), std::string::npos) << what;
+    EXPECT_NE(what.find("TORCH_RING_SOCKET_IFNAME='nosuchif0' matches no interface"),
+              std::string::npos)
+        << what;
     EXPECT_NE(what.find("lo (127.0.0.1)"), std::string::npos) << what;
   }
 }
@@ -87,10 +93,78 @@ TEST(NetAddress, NeverListensOnTheWildcard) {
   // The rule lives in chooseListenAddress: a concrete address in every branch.
   std::string why;
   for (const std::string master : {"", "127.0.0.1", "::1"}) {
-    std::string ip = chooseListenAddress("", master, &why);
+    std::string ip = chooseListenAddress(ListenChoice{"", "", 0, master}, &why);
     EXPECT_NE(ip, "0.0.0.0") << master;
     EXPECT_NE(ip, "::") << master;
   }
+}
+
+// NCCL_SOCKET_IFNAME's documented forms (and HCCL's, which copies them): a prefix list,
+// "=" for exact names, "^" to exclude, "^=" to exclude exact names.
+TEST(InterfaceFilter, NcclSyntax) {
+  auto admits = [](const std::string& spec, const std::string& name) {
+    return InterfaceFilter::parse(spec, "TEST").matches(name);
+  };
+  EXPECT_TRUE(admits("eth", "eth0"));
+  EXPECT_TRUE(admits("eth", "eth1"));
+  EXPECT_FALSE(admits("eth", "ens3"));
+  EXPECT_TRUE(admits("eth,enp", "enp0s1"));
+  EXPECT_TRUE(admits("=eth0", "eth0"));
+  EXPECT_FALSE(admits("=eth0", "eth01"));
+  EXPECT_FALSE(admits("eth0", "eth"));
+  EXPECT_TRUE(admits("=eth0,enp0", "enp0"));
+  EXPECT_FALSE(admits("^docker", "docker0"));
+  EXPECT_TRUE(admits("^docker", "eth0"));
+  EXPECT_FALSE(admits("^docker,lo", "lo"));
+  EXPECT_FALSE(admits("^=docker0", "docker0"));
+  EXPECT_TRUE(admits("^=docker0", "docker01"));
+  // Empty entries are ignored; a spec that names nothing is an error naming its source.
+  EXPECT_TRUE(admits("eth0,,", "eth0"));
+  for (const std::string bad : {"", "^", "=", "^=", ",", "^,"}) {
+    try {
+      InterfaceFilter::parse(bad, "TORCH_RING_SOCKET_IFNAME='" + bad + "'");
+      ADD_FAILURE() << "'" << bad << "' accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("names no interface"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(InterfaceFilter, ListOrderIsThePreference) {
+  InterfaceFilter f = InterfaceFilter::parse("ib,eth", "TEST");
+  EXPECT_LT(f.preference("ib0"), f.preference("eth0"));
+  EXPECT_EQ(f.preference("lo"), f.names.size());
+}
+
+// On the machine itself (lo always exists; other interfaces may or may not).
+TEST(NetAddress, InterfaceListsPickTheFirstListedInterfaceThatExists) {
+  std::string why;
+  EXPECT_EQ(chooseListenAddress(ListenChoice{"nosuchif,lo", "S", 0, ""}, &why), "127.0.0.1");
+  EXPECT_EQ(chooseListenAddress(ListenChoice{"=lo", "S", 0, ""}, &why), "127.0.0.1");
+  // "l" is a prefix of lo.
+  EXPECT_EQ(chooseListenAddress(ListenChoice{"l", "S", 0, ""}, &why), "127.0.0.1");
+  EXPECT_THROW(chooseListenAddress(ListenChoice{"=l", "S", 0, ""}, &why), UsageError);
+  // Excluding lo never picks lo; with nothing else there, it is an error listing lo.
+  try {
+    std::string ip = chooseListenAddress(ListenChoice{"^lo", "S", 0, ""}, &why);
+    EXPECT_NE(ip, "127.0.0.1");
+    EXPECT_NE(ip, "::1");
+    EXPECT_EQ(why.find("interface lo,"), std::string::npos) << why;
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("lo (127.0.0.1)"), std::string::npos) << e.what();
+  }
+}
+
+TEST(NetAddress, SocketFamilyPicksThatFamilyOfTheInterface) {
+  std::string why;
+  EXPECT_EQ(chooseListenAddress(ListenChoice{"lo", "S", AF_INET, ""}, &why), "127.0.0.1");
+  std::string v6;
+  try {
+    v6 = chooseListenAddress(ListenChoice{"lo", "S", AF_INET6, ""}, &why);
+  } catch (const UsageError& e) {
+    GTEST_SKIP() << "lo has no IPv6 address here: " << e.what();
+  }
+  EXPECT_EQ(v6, "::1");
 }
 
 }  // namespace

@@ -110,11 +110,25 @@ TEST(Wire, WrongTokenFailsEitherSide) {
   std::string err;
   // A listener of another job answers: the connector notices.
   EXPECT_FALSE(checkReply(replyTo(h, other), h, token, &err));
-  EXPECT_NE(err.find("did not prove the job token"), std::string::npos) << err;
+  EXPECT_NE(err.find("did not prove the job's key"), std::string::npos) << err;
   // A stranger connects: the acceptor notices.
   HandshakeMsg r = replyTo(h, token);
   EXPECT_FALSE(checkConfirm(confirmOf(r, other), r, token, &err));
-  EXPECT_NE(err.find("wrong token"), std::string::npos) << err;
+  EXPECT_NE(err.find("wrong key"), std::string::npos) << err;
+}
+
+// The proof and the key are standard HMAC-SHA256 over the bytes wire.h documents. The expected
+// values were computed outside this code, with Python's hmac module:
+//   hmac.new(token, b"torch_ring tcp v2 acceptor\0" + struct.pack("<QiiiQ", groupHash, 1, 3,
+//            0, 4096) + nonceC + nonceA, hashlib.sha256)
+//   hmac.new(b"s3cret", b"torch_ring tcp v2 key\0" + token, hashlib.sha256)
+TEST(Wire, ProofAndKeyAreHmacSha256OfTheDocumentedBytes) {
+  HandshakeMsg r = replyTo(hello(), tokenOf(1));
+  EXPECT_EQ(toHex(r.proof, sizeof r.proof),
+            "e690d5ab556c0a2b5d7d9d76cf48f04b06dac6208a8228d84964e1774cd50e92");
+  HandshakeKey key = handshakeKey(tokenOf(1), "s3cret");
+  EXPECT_EQ(toHex(key.data(), key.size()),
+            "811edee90de2ef2a78d369af5c491022057eb6e369944509673df88a0b2a60ed");
 }
 
 TEST(Wire, ReflectedAndReplayedProofsFail) {

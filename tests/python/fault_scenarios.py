@@ -211,6 +211,38 @@ def scenario_setup_failure():
     os._exit(0)
 
 
+def scenario_secret():
+    # RING_TEST_SECRETS: one TORCH_RING_SECRET per rank, comma-separated ("" leaves it unset,
+    # "file:PATH" sets TORCH_RING_SECRET_FILE=PATH instead).
+    rank = int(os.environ["RANK"])
+    mine = os.environ["RING_TEST_SECRETS"].split(",")[rank]
+    if mine.startswith("file:"):
+        os.environ["TORCH_RING_SECRET_FILE"] = mine[len("file:"):]
+    elif mine:
+        os.environ["TORCH_RING_SECRET"] = mine
+
+    world = int(os.environ["WORLD_SIZE"])
+    # The store outlives a failed init, as torchrun's agent store does (an env:// store of
+    # rank 0 would go down with rank 0's failed init, before the others read its notice).
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world,
+                          rank == 0, timeout=datetime.timedelta(seconds=TIMEOUT_S))
+
+    def init_and_reduce():
+        dist.init_process_group("ring", store=store, rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=TIMEOUT_S))
+        t = torch.full((4,), float(rank + 1))
+        dist.all_reduce(t)
+        assert t.tolist() == [float(sum(range(1, world + 1)))] * 4, t
+
+    err, msg, took = run_and_capture(init_and_reduce)
+    report(rank=rank, error=err, message=msg, elapsed=took)
+    if err is not None and rank == 0:
+        # Rank 0 hosts the store here (no torchrun agent): stay until the others have read
+        # its failure notice from it.
+        time.sleep(5)
+    os._exit(0)
+
+
 def scenario_regroup():
     # One store for the whole run, as under torchrun (every rank uses the agent's store): the
     # subgroup is named "1" in every cycle, with other members and another size each time.

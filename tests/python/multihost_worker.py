@@ -2,50 +2,29 @@
 
     worker   one rank under torchrun: every collective on the "ring" group, compared with the
              same collective on a gloo group over the same ranks; a stretch of all_reduces while
-             the test's stranger attacks; then the collectives again. Prints "RESULT OK rank r".
-    stranger connects to every rank's ring listener: a handshake with a wrong token, garbage,
-             and a truncated hello. Prints "STRANGER REFUSED n/n".
+             the test's stranger knocks; then the collectives again. Prints "RESULT OK rank r".
+    stranger connects to every address a rank's ring listened on during set-up: once every
+             link is up the listener is closed, so each connect must be refused by the kernel.
+             Prints "STRANGER REFUSED n/n".
 
-Environment of the worker: RING_MH_DIR (a directory shared with the test), GLOO_SOCKET_IFNAME.
+Environment of the worker: RING_MH_DIR (a directory shared with the test), GLOO_SOCKET_IFNAME,
+TORCH_RING_DEBUG=INFO and TORCH_RING_DEBUG_FILE=$RING_MH_DIR/ring.%r.%p.log (the worker reads
+its listening address from its own log file).
 """
 import os
 import socket
-import struct
 import sys
 import time
 
-HANDSHAKE_BYTES = 136
-HANDSHAKE_MAGIC = 0x50435452
-WIRE_VERSION = 1
 
-
-def _listening_inodes():
-    """Inodes of the TCP sockets in LISTEN state in this network namespace: port by inode."""
-    ports = {}
-    for path in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
-        with open(path) as f:
-            next(f)
-            for line in f:
-                cols = line.split()
-                local, state, inode = cols[1], cols[3], cols[9]
-                if state == "0A":
-                    ports[inode] = int(local.split(":")[1], 16)
-    return ports
-
-
-def _my_listening_ports():
-    listening = _listening_inodes()
-    mine = set()
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inode = target[len("socket:["):-1]
-            if inode in listening:
-                mine.add(listening[inode])
-    return mine
+def _ring_listen_addresses(shared):
+    """The addresses this rank's ring listened on during set-up, from its own log file (the
+    INFO line "TCP transport listening on ip:port (...)"), which also shows that the file
+    pattern's %r and %p were expanded."""
+    import re
+    path = os.path.join(shared, f"ring.{os.environ['RANK']}.{os.getpid()}.log")
+    with open(path) as f:
+        return re.findall(r"TCP transport listening on (\S+) \(", f.read())
 
 
 def _check(name, got, want):
@@ -146,12 +125,9 @@ def worker():
     dist.init_process_group("ring", timeout=datetime.timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
     dist.barrier()  # the ring links exist now
-    ports = _my_listening_ports()
-    ip = os.environ["RING_MH_IP"]
-    group_name = getattr(dist.group.WORLD, "group_name", "0")
+    addresses = _ring_listen_addresses(shared)
     with open(os.path.join(shared, f"addr.{rank}.tmp"), "w") as f:
-        host = f"[{ip}]" if ":" in ip else ip
-        f.write("".join(f"{rank} {group_name} {host}:{p}\n" for p in sorted(ports)))
+        f.write("".join(f"{rank} {a}\n" for a in addresses))
     os.rename(os.path.join(shared, f"addr.{rank}.tmp"), os.path.join(shared, f"addr.{rank}"))
     gloo = dist.new_group(backend="gloo")
     _collectives(gloo, rank, world, 0)
@@ -175,66 +151,20 @@ def worker():
     dist.destroy_process_group()
 
 
-def _read_exactly(sock, n):
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return data
-
-
-def _closed_by_peer(sock):
-    sock.settimeout(15)
-    try:
-        while sock.recv(4096):
-            pass
-        return True
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except socket.timeout:
-        return False
-
-
 def stranger(lines):
-    """Knocks on every listener three ways; counts the knocks the listener refused (closed).
-    Each line: "<rank> <group name> <ip:port>" as the workers wrote them."""
-    import hashlib
+    """Connects to every address a ring listened on; counts the connects the kernel refused
+    (nothing listens there any more). Each line: "<rank> <ip:port>" as the workers wrote them."""
     refused = total = 0
     for line in lines:
-        rank, group_name, address = line.split()
+        rank, address = line.split()
         host, port = address.rsplit(":", 1)
         host = host.strip("[]")  # IPv6: [fd00::2]:41234
-        # 1. A well-formed hello (right group, rank and slot size: all public) claiming rank 0,
-        #    then a confirm whose proof comes from a guessed token.
-        group_hash = int.from_bytes(hashlib.sha256(group_name.encode()).digest()[:8], "big")
         total += 1
-        with socket.create_connection((host, int(port)), timeout=15) as s:
-            hello = struct.pack("<IIIiQiiq", HANDSHAKE_MAGIC, WIRE_VERSION, 1, 0, group_hash, 0,
-                                int(rank), 256 * 1024)
-            hello += os.urandom(32) + bytes(64)
-            s.sendall(hello)
-            reply = _read_exactly(s, HANDSHAKE_BYTES)
-            if reply is not None:
-                confirm = bytearray(reply)
-                struct.pack_into("<I", confirm, 8, 3)
-                confirm[104:136] = os.urandom(32)
-                try:
-                    s.sendall(bytes(confirm))
-                except OSError:
-                    pass
-            refused += _closed_by_peer(s)
-        # 2. Garbage; 3. a truncated hello, then end of stream.
-        for junk in (b"GET / HTTP/1.1\r\nHost: ring\r\n\r\n" + os.urandom(300), hello[:50]):
-            total += 1
-            with socket.create_connection((host, int(port)), timeout=15) as s:
-                try:
-                    s.sendall(junk)
-                    s.shutdown(socket.SHUT_WR)
-                except OSError:
-                    pass  # the listener had already closed it: refused all the same
-                refused += _closed_by_peer(s)
+        try:
+            socket.create_connection((host, int(port)), timeout=15).close()
+            print(f"rank {rank}'s listener at {address} still accepts connections", flush=True)
+        except ConnectionRefusedError:
+            refused += 1
     print(f"STRANGER REFUSED {refused}/{total}", flush=True)
     return 0 if refused == total else 1
 

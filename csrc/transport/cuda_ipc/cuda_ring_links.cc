@@ -283,7 +283,7 @@ void CudaRingLinks::release() {
   opened_.clear();
   if (keepMemory_) {
     if (inbox_ != nullptr) {
-      RING_LOG(kLogWarn, "rank ", rank_, ": keeping the CUDA inbox of an aborted group allocated "
+      RING_LOG(kLogWarn, "keeping the CUDA inbox of an aborted group allocated "
                          "(a peer's kernel may still write into it)");
     }
     return;
@@ -311,7 +311,7 @@ void CudaRingLinks::closeCollectively(Store& store, std::chrono::milliseconds ti
     if (std::chrono::steady_clock::now() >= deadline) {
       // ... and if some rank never comes (it died, or left without shutting down), keep the
       // memory rather than free what it might still write into.
-      RING_LOG(kLogWarn, "rank ", rank_, ": not every rank of the group closed its CUDA links "
+      RING_LOG(kLogWarn, "not every rank of the group closed its CUDA links "
                "within ", timeout.count(), " ms; keeping this rank's CUDA inbox allocated");
       keepMemory_ = true;
       return;

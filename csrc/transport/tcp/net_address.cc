@@ -7,10 +7,13 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "common/errors.h"
+#include "transport/tcp/interface_filter.h"
 
 namespace ring {
 namespace {
@@ -59,27 +62,51 @@ std::vector<SocketAddress> resolve(const std::string& host) {
   return out;
 }
 
-std::string interfaceAddress(const std::string& ifname) {
+// The address to listen on among the interfaces `filter` admits. Preference: the filter's
+// order of names, then a non-loopback interface (so that "^docker" does not pick lo, which
+// other hosts cannot reach), then IPv4 over a global IPv6 address over a link-local one
+// (usable with its scope), then the system's order of interfaces.
+std::string interfaceAddress(const ListenChoice& choice, std::string* chosenInterface) {
+  const std::string& source = choice.ifnameSource;
+  InterfaceFilter filter = InterfaceFilter::parse(choice.ifnameSpec, source);
   ifaddrs* list = nullptr;
-  RING_SYSCHECK(getifaddrs(&list), "listing network interfaces for TORCH_RING_SOCKET_IFNAME");
-  // Preference: IPv4, then a global IPv6 address, then a link-local one (usable with its scope).
-  std::string best[3], seen;
-  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+  RING_SYSCHECK(getifaddrs(&list), "listing network interfaces for ", source);
+  struct Candidate {
+    size_t listed;
+    bool loopback;
+    int family;
+    size_t order;
+    std::string ip, name;
+    bool operator<(const Candidate& o) const {
+      return std::tie(listed, loopback, family, order) <
+             std::tie(o.listed, o.loopback, o.family, o.order);
+    }
+  };
+  std::vector<Candidate> candidates;
+  std::string seen;
+  size_t order = 0;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next, ++order) {
     const sockaddr* sa = i->ifa_addr;
     if (sa == nullptr || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)) continue;
     std::string ip = formatIp(sa, lengthOf(sa));
     seen += strCat(seen.empty() ? "" : ", ", i->ifa_name, " (", ip, ")");
-    if (ifname != i->ifa_name) continue;
-    int rank = sa->sa_family == AF_INET ? 0 : isLinkLocal6(sa) ? 2 : 1;
-    if (best[rank].empty()) best[rank] = ip;
+    if (!filter.matches(i->ifa_name)) continue;
+    if (choice.family != 0 && sa->sa_family != choice.family) continue;
+    int family = sa->sa_family == AF_INET ? 0 : isLinkLocal6(sa) ? 2 : 1;
+    candidates.push_back(
+        {filter.preference(i->ifa_name), isLoopback(sa), family, order, ip, i->ifa_name});
   }
   freeifaddrs(list);
-  for (const std::string& ip : best) {
-    if (!ip.empty()) return ip;
+  if (candidates.empty()) {
+    const char* wanted = choice.family == AF_INET    ? "an IPv4 address (TORCH_RING_SOCKET_FAMILY)"
+                         : choice.family == AF_INET6 ? "an IPv6 address (TORCH_RING_SOCKET_FAMILY)"
+                                                     : "an IPv4 or IPv6 address";
+    throw UsageError(strCat(source, " matches no interface with ", wanted, "; interfaces here: ",
+                            seen.empty() ? "none" : seen));
   }
-  throw UsageError(strCat("TORCH_RING_SOCKET_IFNAME='", ifname,
-                          "' names no interface with an IPv4 or IPv6 address; interfaces here: ",
-                          seen.empty() ? "none" : seen));
+  const Candidate& best = *std::min_element(candidates.begin(), candidates.end());
+  *chosenInterface = best.name;
+  return best.ip;
 }
 
 // The UDP "connect" only sets the default destination: no packet leaves the host, but the
@@ -125,6 +152,21 @@ bool parseNumericAddress(const std::string& ip, int port, SocketAddress* out) {
   return ok;
 }
 
+bool sameIpAddress(const std::string& a, const std::string& b) {
+  SocketAddress x, y;
+  if (!parseNumericAddress(a, 0, &x) || !parseNumericAddress(b, 0, &y) ||
+      x.family() != y.family()) {
+    return false;
+  }
+  if (x.family() == AF_INET) {
+    return reinterpret_cast<const sockaddr_in*>(x.get())->sin_addr.s_addr ==
+           reinterpret_cast<const sockaddr_in*>(y.get())->sin_addr.s_addr;
+  }
+  return std::memcmp(&reinterpret_cast<const sockaddr_in6*>(x.get())->sin6_addr,
+                     &reinterpret_cast<const sockaddr_in6*>(y.get())->sin6_addr,
+                     sizeof(in6_addr)) == 0;
+}
+
 std::string formatIp(const sockaddr* sa, socklen_t length) {
   char host[NI_MAXHOST] = {0};
   if (sa == nullptr || getnameinfo(sa, length, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0) {
@@ -167,11 +209,13 @@ void splitHostPort(const std::string& s, const std::string& what, std::string* i
   *port = static_cast<int>(p);
 }
 
-std::string chooseListenAddress(const std::string& ifname, const std::string& masterAddr,
-                                std::string* why) {
-  if (!ifname.empty()) {
-    *why = strCat("interface ", ifname, " (TORCH_RING_SOCKET_IFNAME)");
-    return interfaceAddress(ifname);
+std::string chooseListenAddress(const ListenChoice& choice, std::string* why) {
+  const std::string& masterAddr = choice.masterAddr;
+  if (!choice.ifnameSpec.empty()) {
+    std::string chosen;
+    std::string ip = interfaceAddress(choice, &chosen);
+    *why = strCat("interface ", chosen, ", chosen by ", choice.ifnameSource);
+    return ip;
   }
   std::string ip;
   if (!masterAddr.empty() && routeSourceAddress(masterAddr, &ip)) {

@@ -27,16 +27,31 @@ std::string joinHostPort(const std::string& ip, int port);
 // The inverse of joinHostPort; throws CommError naming `what` if `s` is malformed.
 void splitHostPort(const std::string& s, const std::string& what, std::string* ip, int* port);
 
+// Whether two numeric addresses are the same host address (an IPv6 scope is not compared:
+// each side names the link by its own interface). False if either is not numeric.
+bool sameIpAddress(const std::string& a, const std::string& b);
+
+// What decides the address a rank listens on (from the environment: common/env.h).
+struct ListenChoice {
+  // TORCH_RING_SOCKET_IFNAME, else "=" + GLOO_SOCKET_IFNAME (interface_filter.h), or "".
+  std::string ifnameSpec;
+  // Which variable and value, for messages: "TORCH_RING_SOCKET_IFNAME='^docker'".
+  std::string ifnameSource;
+  // AF_INET or AF_INET6 to use only that family of the interfaces' addresses; 0: either.
+  int family = 0;
+  // MASTER_ADDR (IPv4, IPv6 or a name), or "".
+  std::string masterAddr;
+};
+
 // The address this rank listens on, never 0.0.0.0 or :::
-//   1. `ifname` non-empty (TORCH_RING_SOCKET_IFNAME): that interface's IPv4 address, else its
-//      global IPv6 address, else its link-local IPv6 address (with its scope, "%eth0");
-//   2. `masterAddr` non-empty (MASTER_ADDR, IPv4, IPv6 or a name): the local address the kernel
-//      would use to reach it (a UDP socket is "connected" there, which sends nothing, and asked
-//      for its name);
+//   1. `ifnameSpec` non-empty: an address of an interface the spec admits (NCCL's syntax), in
+//      the spec's order of names, a non-loopback interface first, IPv4 before global IPv6
+//      before link-local IPv6 (with its scope, "%eth0"), only `family` if it is set;
+//   2. `masterAddr` non-empty: the local address the kernel would use to reach it (a UDP
+//      socket is "connected" there, which sends nothing, and asked for its name);
 //   3. an address the host name resolves to, if it is not a loopback address;
 //   4. 127.0.0.1.
 // `why` receives which rule decided, for the INFO log.
-std::string chooseListenAddress(const std::string& ifname, const std::string& masterAddr,
-                                std::string* why);
+std::string chooseListenAddress(const ListenChoice& choice, std::string* why);
 
 }  // namespace ring

@@ -70,10 +70,16 @@ int listenOn(const std::string& ip, int* port) {
 }
 
 int connectTo(const std::string& ip, int port, Clock::time_point deadline,
-              const std::function<void()>& beforeRetry) {
+              const std::function<void()>& beforeRetry, const std::string& fromIp) {
   SocketAddress sa;
   if (!parseNumericAddress(ip, port, &sa)) {
     throw CommError(strCat("peer address '", ip, "' is not a numeric IPv4 or IPv6 address"));
+  }
+  SocketAddress source;
+  if (!fromIp.empty() && (!parseNumericAddress(fromIp, 0, &source) ||
+                          source.family() != sa.family())) {
+    throw CommError(strCat("cannot connect from ", fromIp, " to ", joinHostPort(ip, port),
+                           ": not an address of the same family (IPv4 and IPv6 do not mix)"));
   }
   int lastError = 0;
   auto pause = std::chrono::milliseconds(10);
@@ -81,6 +87,12 @@ int connectTo(const std::string& ip, int port, Clock::time_point deadline,
     if (!first && beforeRetry) beforeRetry();
     int fd = socket(sa.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     RING_SYSCHECK(fd, "socket() to connect to ", joinHostPort(ip, port));
+    if (!fromIp.empty() && bind(fd, source.get(), source.length) < 0) {
+      int e = errno;
+      close(fd);
+      throw CommError(strCat("cannot bind the connection to ", joinHostPort(ip, port),
+                             " to this rank's address ", fromIp, ": ", std::strerror(e)));
+    }
     int r = ::connect(fd, sa.get(), sa.length);
     if (r < 0 && errno == EINPROGRESS) {
       r = waitFd(fd, POLLOUT, deadline);

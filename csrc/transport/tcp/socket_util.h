@@ -21,8 +21,10 @@ int listenOn(const std::string& ip, int* port);
 // Connects to ip:port, retrying while the listener is not there yet, until `deadline`.
 // Returns a blocking-free (O_NONBLOCK) socket with TCP_NODELAY. `beforeRetry` runs before each
 // new try and may throw to give up early (e.g. another rank reported that its set-up failed).
+// `fromIp`, if not empty, is bound as the source address (port chosen by the kernel), so that
+// the peer sees the connection come from the address this rank published.
 int connectTo(const std::string& ip, int port, Clock::time_point deadline,
-              const std::function<void()>& beforeRetry = {});
+              const std::function<void()>& beforeRetry = {}, const std::string& fromIp = "");
 
 // Reads/writes exactly `bytes` on a non-blocking socket, waiting with poll() until `deadline`.
 // Returns 0 on success, or an errno value (ETIMEDOUT at the deadline, ECONNRESET when the peer

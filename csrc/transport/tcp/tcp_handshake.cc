@@ -40,13 +40,13 @@ ConnectOutcome authenticateAsConnector(int fd, const HandshakeIdentity& me, int 
   HandshakeMsg reply;
   std::string why;
   if (!parseHandshake(raw, sizeof raw, HandshakeKind::Reply, &reply, &why) ||
-      !checkReply(reply, hello, me.token, &why)) {
+      !checkReply(reply, hello, me.key, &why)) {
     throw CommError(strCat("rank ", me.rank, ": TCP handshake with rank ", peer, " at ",
                            peerAddress(fd), " failed: ", why));
   }
   HandshakeMsg confirm = reply;
   confirm.kind = static_cast<uint32_t>(HandshakeKind::Confirm);
-  Sha256Digest proof = handshakeProof(me.token, ProofRole::Connector, confirm);
+  Sha256Digest proof = handshakeProof(me.key, ProofRole::Connector, confirm);
   std::memcpy(confirm.proof, proof.data(), proof.size());
   if (int e = writeFull(fd, &confirm, sizeof confirm, deadline)) {
     throw CommError(strCat("rank ", me.rank, ": sending the handshake confirm to rank ", peer,
@@ -82,7 +82,7 @@ PendingHandshake::Step PendingHandshake::onReadable(const HandshakeIdentity& me,
     reply_ = hello_;
     reply_.kind = static_cast<uint32_t>(HandshakeKind::Reply);
     fillRandom(reply_.acceptorNonce, kNonceBytes);
-    Sha256Digest proof = handshakeProof(me.token, ProofRole::Acceptor, reply_);
+    Sha256Digest proof = handshakeProof(me.key, ProofRole::Acceptor, reply_);
     std::memcpy(reply_.proof, proof.data(), proof.size());
     // 136 bytes into the empty send buffer of a fresh socket: a short write means trouble.
     ssize_t n = ::send(fd_, &reply_, sizeof reply_, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -96,7 +96,7 @@ PendingHandshake::Step PendingHandshake::onReadable(const HandshakeIdentity& me,
   }
   HandshakeMsg confirm;
   if (!parseHandshake(buffer_, sizeof buffer_, HandshakeKind::Confirm, &confirm, error) ||
-      !checkConfirm(confirm, reply_, me.token, error)) {
+      !checkConfirm(confirm, reply_, me.key, error)) {
     return Step::Rejected;
   }
   return Step::Authenticated;

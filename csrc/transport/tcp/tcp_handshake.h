@@ -20,7 +20,8 @@ struct HandshakeIdentity {
   int rank = 0;
   int groupSize = 0;
   int64_t slotBytes = 0;
-  JobToken token{};
+  // The token, or the token keyed with the job's secret (wire.h, handshakeKey).
+  HandshakeKey key{};
 };
 
 enum class ConnectOutcome {

@@ -119,8 +119,10 @@ void TcpTransport::ioStep() {
   }
   if (wakeAll) {
     // A wake means: a link got work (publish / release), a socket to adopt, a notice to send,
-    // or shutdown. Looking at every connection is cheaper than tracking which.
+    // the listener to close, or shutdown. Looking at every connection is cheaper than tracking
+    // which.
     adoptNew();
+    if (closeListenerRequested_.load(std::memory_order_acquire)) ioCloseListener();
     if (propagate_.exchange(false, std::memory_order_acq_rel)) queueBrokenNotices();
     for (auto& cp : conns_) {
       if (!cp || cp->fd < 0) continue;
@@ -135,7 +137,7 @@ void TcpTransport::ioStep() {
 // ---- accepting strangers and peers -------------------------------------------------------------
 
 void TcpTransport::acceptAll() {
-  while (true) {
+  while (listenFd_ >= 0) {
     int fd = accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
@@ -182,18 +184,39 @@ void TcpTransport::acceptAll() {
   }
 }
 
+void TcpTransport::ioCloseListener() {
+  if (listenFd_ >= 0) {
+    epoll_ctl(epollFd_, EPOLL_CTL_DEL, listenFd_, nullptr);
+    close(listenFd_);
+    listenFd_ = -1;
+    // Whatever is still in a handshake now can only be a stranger or a late duplicate.
+    for (auto& entry : pending_) {
+      reject(entry.second->address(), "every link of this rank is up: the listener is closed");
+      epoll_ctl(epollFd_, EPOLL_CTL_DEL, entry.second->fd(), nullptr);
+      close(entry.second->fd());
+    }
+    pending_.clear();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    listenerClosed_ = true;
+  }
+  listenerClosedCv_.notify_all();
+}
+
 void TcpTransport::onPendingReadable(uint64_t id) {
   auto it = pending_.find(id);
   if (it == pending_.end()) return;
   PendingHandshake& p = *it->second;
   std::string error;
-  auto admitFn = [this](int peer, int channel, std::string* why) {
-    return admit(peer, channel, why);
+  auto admitFn = [this, &p](int peer, int channel, std::string* why) {
+    return admit(peer, channel, p.address(), why);
   };
   PendingHandshake::Step step = p.onReadable(identity_, admitFn, &error);
   if (step == PendingHandshake::Step::NeedMore) return;
   // Admitted at its hello, but a twin may have authenticated since: check again.
-  if (step == PendingHandshake::Step::Authenticated && !admit(p.peer(), p.channel(), &error)) {
+  if (step == PendingHandshake::Step::Authenticated &&
+      !admit(p.peer(), p.channel(), p.address(), &error)) {
     step = PendingHandshake::Step::Rejected;
   }
   int fd = p.fd();
@@ -233,7 +256,7 @@ void TcpTransport::reject(const std::string& address, const std::string& why) {
     n = ++stats_.rejectedHandshakes;
   }
   if (n <= kFullRejectLogs || n % 1000 == 0) {
-    RING_LOG(kLogWarn, "rank ", rank_, " (", listenAddress_, "): refused a TCP connection from ",
+    RING_LOG(kLogWarn, "listening on ", listenAddress_, ": refused a TCP connection from ",
              address, ": ", why, " (", n, " refused so far; the job goes on)");
   }
 }
@@ -253,7 +276,7 @@ void TcpTransport::establish(int fd, int peer, int channel, const std::string& a
     connected_[static_cast<size_t>(channel * size_ + peer)] = 1;
   }
   established_.notify_all();
-  RING_LOG(kLogTrace, "rank ", rank_, ": TCP link with rank ", peer, " channel ", channel, " (",
+  RING_LOG(kLogTrace, "TCP link with rank ", peer, " channel ", channel, " (",
            address, ") authenticated");
   writeConnection(c);
   readConnection(c);
@@ -306,7 +329,7 @@ void TcpTransport::connectionFailed(Connection& c, const std::string& what) {
                broken_.load(std::memory_order_acquire);
   if (!quiet) {
     std::string reason = strCat("rank ", c.peer, " (", c.address, ") ", what);
-    RING_LOG(kLogWarn, "rank ", rank_, ": ", reason);
+    RING_LOG(kLogWarn, reason);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (firstPeerFailure_.empty()) firstPeerFailure_ = reason;

@@ -12,13 +12,19 @@
 #include "common/logging.h"
 #include "common/thread_name.h"
 #include "transport/setup_keys.h"
+#include "transport/tcp/job_secret.h"
 #include "transport/tcp/socket_util.h"
 #include "transport/tcp/tcp_connection.h"
 
 namespace ring {
 namespace {
 
+// A rank publishes its address as soon as it listens (addrKey), and says it is ready once it
+// knows the addresses its lower peers will connect from (readyKey, same value): only then do
+// they connect, so that it can judge every hello's source address at once. Two steps, so that
+// no rank's readiness waits on another's (a single key would chain them rank after rank).
 std::string addrKey(int r) { return strCat("ring/tcp/addr/", r); }
+std::string readyKey(int r) { return strCat("ring/tcp/ready/", r); }
 const char* kTokenKey = "ring/tcp/token";
 
 JobToken parseToken(const std::string& hex) {
@@ -68,16 +74,21 @@ TcpTransport::TcpTransport(Store& store, int rank, int size, const std::vector<i
   identity_.rank = rank;
   identity_.groupSize = size;
   identity_.slotBytes = opts.slotBytes;
+  publishedIp_.assign(static_cast<size_t>(size), std::string());
 
   // One token per group, from rank 0 (which has TCP links whenever any rank has: a rank on
   // another host than some rank is on another host than rank 0 or shares rank 0's host).
-  // Only ranks that can read the store learn it; the store itself is not authenticated.
+  // Only ranks that can read the store learn it; the store itself is not authenticated, which
+  // is what the optional secret is for.
+  const std::string secret = opts.secret ? *opts.secret : readJobSecret();
+  JobToken token{};
   if (rank == 0) {
-    fillRandom(identity_.token.data(), identity_.token.size());
-    store.set(kTokenKey, toHex(identity_.token.data(), identity_.token.size()));
+    fillRandom(token.data(), token.size());
+    store.set(kTokenKey, toHex(token.data(), token.size()));
   } else {
-    identity_.token = parseToken(store.get(kTokenKey, opts.timeout));
+    token = parseToken(store.get(kTokenKey, opts.timeout));
   }
+  identity_.key = handshakeKey(token, secret);
 
   epollFd_ = epoll_create1(EPOLL_CLOEXEC);
   RING_SYSCHECK(epollFd_, "epoll_create1 for the TCP transport");
@@ -85,23 +96,29 @@ TcpTransport::TcpTransport(Store& store, int rank, int size, const std::vector<i
   RING_SYSCHECK(wakeFd_, "eventfd for the TCP transport");
   std::string why;
   std::string ip = opts.listenAddress.empty()
-                       ? chooseListenAddress(env().socketIfname, env().masterAddr, &why)
+                       ? chooseListenAddress(ListenChoice{env().socketIfname,
+                                                         env().socketIfnameSource,
+                                                         env().socketFamily, env().masterAddr},
+                                             &why)
                        : opts.listenAddress;
   if (!opts.listenAddress.empty()) why = "set by the caller";
   int port = 0;
   listenFd_ = listenOn(ip, &port);
   listenAddress_ = joinHostPort(ip, port);
-  RING_LOG(kLogInfo, "rank ", rank_, ": TCP transport listening on ", listenAddress_, " (", why,
-           ")");
+  RING_LOG(kLogInfo, "TCP transport listening on ", listenAddress_, " (", why, ")",
+           secret.empty() ? "" : "; handshakes keyed with the job's secret");
   ioRegisterFixed();
   io_ = std::thread([this] {
     nameThisThread("ring-tcp-io");
+    setThreadLogContext(rank_, opts_.groupName);
     ioLoop();
   });
 
   try {
     store.set(addrKey(rank), listenAddress_);
     auto deadline = Clock::now() + opts.timeout;
+    learnLowerPeerAddresses(store, deadline);
+    store.set(readyKey(rank), listenAddress_);
     // The lower rank of each pair connects: a fixed rule, so both sides agree without talking.
     for (int ch = 0; ch < kChannels; ++ch) {
       for (int p : peers_) {
@@ -109,6 +126,7 @@ TcpTransport::TcpTransport(Store& store, int rank, int size, const std::vector<i
       }
     }
     waitForAllConnected(store, deadline);
+    closeListener(deadline);
   } catch (...) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -137,10 +155,40 @@ void TcpTransport::stopIo() {
   }
 }
 
+void TcpTransport::learnLowerPeerAddresses(Store& store, Clock::time_point deadline) {
+  for (int p : peers_) {
+    if (p > rank_) break;  // peers_ is sorted; only lower ranks connect to this one
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    std::string published = store.get(addrKey(p), std::max(left, std::chrono::milliseconds(1)));
+    std::string ip;
+    int port = 0;
+    splitHostPort(published, strCat("rank ", p), &ip, &port);
+    std::lock_guard<std::mutex> lock(mutex_);
+    publishedIp_[static_cast<size_t>(p)] = ip;
+  }
+}
+
+void TcpTransport::closeListener(Clock::time_point deadline) {
+  // Every link is up, so no rank of this group will connect again: a listener left open would
+  // only let strangers cost the I/O thread (which moves the collectives' data) CPU time. The
+  // I/O thread owns the listener and the pending handshakes, so it closes them; set-up waits
+  // for that, so that when the group is ready its port is closed.
+  closeListenerRequested_.store(true, std::memory_order_release);
+  wakeIo();
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!listenerClosedCv_.wait_until(lock, deadline, [&] { return listenerClosed_ || broken_.load(); })) {
+    throw TimeoutError(strCat("ring: rank ", rank_, ": the TCP I/O thread did not close the "
+                              "listener on ", listenAddress_, " before the set-up timeout"));
+  }
+  if (broken_.load()) {
+    throw CommError(strCat("ring: rank ", rank_, ": TCP set-up failed: ", brokenReason_));
+  }
+}
+
 void TcpTransport::connectToPeer(Store& store, int peer, int channel,
                                  Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  std::string published = store.get(addrKey(peer), std::max(left, std::chrono::milliseconds(1)));
+  std::string published = store.get(readyKey(peer), std::max(left, std::chrono::milliseconds(1)));
   std::string ip;
   int port = 0;
   splitHostPort(published, strCat("rank ", peer), &ip, &port);
@@ -151,7 +199,10 @@ void TcpTransport::connectToPeer(Store& store, int peer, int channel,
     throwIfSetupFailed(store, strCat("ring: rank ", rank_, " stops connecting to rank ", peer));
   };
   for (int attempt = 1;; ++attempt) {
-    int fd = connectTo(ip, port, deadline, giveUpIfSetupFailed);
+    std::string myIp;
+    int myPort = 0;
+    splitHostPort(listenAddress_, "this rank", &myIp, &myPort);
+    int fd = connectTo(ip, port, deadline, giveUpIfSetupFailed, myIp);
     auto handshakeDeadline = std::min(deadline, Clock::now() + opts_.handshakeTimeout);
     std::string detail;
     ConnectOutcome outcome;
@@ -220,7 +271,7 @@ void TcpTransport::waitForAllConnected(Store& store, Clock::time_point deadline)
   }
 }
 
-bool TcpTransport::admit(int peer, int channel, std::string* why) {
+bool TcpTransport::admit(int peer, int channel, const std::string& from, std::string* why) {
   if (peer < 0 || peer >= size_ || !isPeer_[peer]) {
     *why = strCat("rank ", peer, " is not connected to rank ", rank_, " over TCP");
     return false;
@@ -230,6 +281,25 @@ bool TcpTransport::admit(int peer, int channel, std::string* why) {
     return false;
   }
   std::lock_guard<std::mutex> lock(mutex_);
+  // The token proves membership of the job; the address pins which member: a process that
+  // read the store (and so the token) still cannot take the place of a rank on another host.
+  const std::string& expected = publishedIp_[static_cast<size_t>(peer)];
+  std::string fromIp;
+  int fromPort = 0;
+  try {
+    splitHostPort(from, "the connecting socket", &fromIp, &fromPort);
+  } catch (const std::exception&) {
+    fromIp.clear();
+  }
+  if (expected.empty()) {
+    *why = strCat("claims rank ", peer, ", whose published address this rank does not know yet");
+    return false;
+  }
+  if (!sameIpAddress(fromIp, expected)) {
+    *why = strCat("claims rank ", peer, ", which published address ", expected,
+                  ": connections of rank ", peer, " come only from there");
+    return false;
+  }
   if (connected_[static_cast<size_t>(channel * size_ + peer)]) {
     *why = strCat("rank ", peer, " already has an authenticated connection on channel ", channel,
                   " (a duplicate, or someone claiming its rank)");

@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,10 +47,14 @@ struct TcpOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
   // Bounds each handshake, ours and strangers'.
   std::chrono::milliseconds handshakeTimeout{std::chrono::seconds(10)};
-  // Address to listen on; empty: chooseListenAddress(TORCH_RING_SOCKET_IFNAME, MASTER_ADDR).
+  // Address to listen on; empty: chooseListenAddress(TORCH_RING_SOCKET_IFNAME or
+  // GLOO_SOCKET_IFNAME, MASTER_ADDR).
   std::string listenAddress;
   // Unauthenticated sockets held at once; beyond it the oldest is dropped.
   size_t maxPendingHandshakes = 64;
+  // The job's secret (job_secret.h); unset: TORCH_RING_SECRET / TORCH_RING_SECRET_FILE. Tests
+  // set it to give threads-as-ranks different secrets.
+  std::optional<std::string> secret;
 };
 
 // Counters for tests and logs; read with stats().
@@ -65,9 +70,11 @@ class TcpTransport : public Transport {
   static bool serves(const std::string& mode) { return mode != "shm"; }
 
   // Collective over the ranks in `peers` plus this one: listens, publishes "ip:port" through
-  // `store`, connects to the higher peers, accepts the lower ones, and returns when every link
-  // is authenticated. Rank 0 of the group creates the job token (it always takes part when any
-  // link of the group is TCP).
+  // `store`, learns the addresses of the lower peers, says it is ready, connects to the higher
+  // peers (from its own published address), accepts the lower ones (each only from the address
+  // it published), and returns when every link is authenticated, with the listener closed.
+  // Rank 0 of the group creates the job token (it always takes part when any link of the
+  // group is TCP).
   TcpTransport(Store& store, int rank, int size, const std::vector<int>& peers,
                const TcpOptions& opts);
   ~TcpTransport() override;
@@ -99,9 +106,11 @@ class TcpTransport : public Transport {
 
   // set-up
   void connectToPeer(Store& store, int peer, int channel, Clock::time_point deadline);
+  void learnLowerPeerAddresses(Store& store, Clock::time_point deadline);
   void waitForAllConnected(Store& store, Clock::time_point deadline);
+  void closeListener(Clock::time_point deadline);
   void stopIo();
-  bool admit(int peer, int channel, std::string* why);
+  bool admit(int peer, int channel, const std::string& from, std::string* why);
   // I/O thread (tcp_io_loop.cc)
   void ioRegisterFixed();
   void ioLoop();
@@ -109,6 +118,7 @@ class TcpTransport : public Transport {
   void queueBrokenNotices();
   void closeAll();
   void acceptAll();
+  void ioCloseListener();
   void onPendingReadable(uint64_t id);
   void expirePending();
   void establish(int fd, int peer, int channel, const std::string& address);
@@ -143,7 +153,7 @@ class TcpTransport : public Transport {
   std::vector<std::unique_ptr<TcpRecvLink>> recv_;  // [channel * size + peer]
   std::vector<std::unique_ptr<Connection>> conns_;  // [channel * size + peer], I/O thread's
 
-  int listenFd_ = -1;
+  int listenFd_ = -1;  // closed by the I/O thread once every link is up (ioCloseListener)
   int epollFd_ = -1;
   int wakeFd_ = -1;
   std::thread io_;
@@ -157,12 +167,18 @@ class TcpTransport : public Transport {
   std::string abortReason_;
   std::string firstPeerFailure_;  // "rank 3 (10.0.0.2:41234) closed its connection ..."
   TcpStats stats_;
+  // [rank] the IP a lower peer published (empty until learned): its connections must come from
+  // there. Filled by the set-up thread before this rank says it is ready.
+  std::vector<std::string> publishedIp_;
+  bool listenerClosed_ = false;
+  std::condition_variable listenerClosedCv_;
 
   std::atomic<bool> broken_{false};
   std::atomic<bool> propagate_{false};  // a broken notice waits to be sent
   std::atomic<bool> aborted_{false};
   std::atomic<bool> peerFailed_{false};  // a connection ended without a goodbye
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> closeListenerRequested_{false};  // every link is up: no more accepts
 
   // I/O thread only.
   std::map<uint64_t, std::unique_ptr<PendingHandshake>> pending_;

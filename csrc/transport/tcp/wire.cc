@@ -66,13 +66,28 @@ uint64_t groupNameHash(const std::string& groupName) {
   return h;
 }
 
-Sha256Digest handshakeProof(const JobToken& token, ProofRole role, const HandshakeMsg& m) {
+HandshakeKey handshakeKey(const JobToken& token, const std::string& secret) {
+  HandshakeKey key;
+  static_assert(sizeof key == sizeof token, "the token serves as the key without a secret");
+  if (secret.empty()) {
+    std::memcpy(key.data(), token.data(), key.size());
+    return key;
+  }
+  // Keyed by the secret, over the token: without the secret, the token alone (which anyone who
+  // can read the store has) yields nothing; with it, each job still gets its own key.
+  static const char kLabel[] = "torch_ring tcp v2 key";
+  HmacSha256 h(secret.data(), secret.size());
+  h.update(kLabel, sizeof kLabel);
+  h.update(token.data(), token.size());
+  return h.finish();
+}
+
+Sha256Digest handshakeProof(const HandshakeKey& key, ProofRole role, const HandshakeMsg& m) {
   // The label separates the two proofs of one handshake, so that neither can stand in for the
   // other; every field that identifies the connection is bound into both.
-  static const char kAcceptor[] = "torch_ring tcp v1 acceptor";
-  static const char kConnector[] = "torch_ring tcp v1 connector";
-  Sha256 h;
-  h.update(token.data(), token.size());
+  static const char kAcceptor[] = "torch_ring tcp v2 acceptor";
+  static const char kConnector[] = "torch_ring tcp v2 connector";
+  HmacSha256 h(key.data(), key.size());
   if (role == ProofRole::Acceptor) {
     h.update(kAcceptor, sizeof kAcceptor);
   } else {
@@ -141,28 +156,30 @@ bool checkHello(const HandshakeMsg& hello, const HelloExpectations& e, std::stri
   return true;
 }
 
-bool checkReply(const HandshakeMsg& reply, const HandshakeMsg& hello, const JobToken& token,
+bool checkReply(const HandshakeMsg& reply, const HandshakeMsg& hello, const HandshakeKey& key,
                 std::string* error) {
   if (!sameConnection(reply, hello, error)) return false;
-  Sha256Digest want = handshakeProof(token, ProofRole::Acceptor, reply);
+  Sha256Digest want = handshakeProof(key, ProofRole::Acceptor, reply);
   if (!constantTimeEqual(want.data(), reply.proof, want.size())) {
     return fail(error, strCat("rank ", hello.dstRank,
-                              "'s listener did not prove the job token: a process of another "
+                              " did not prove the job's key: its TORCH_RING_SECRET differs from "
+                              "this rank's (or one of the two has none), or a process of another "
                               "job (or a stranger) answered at its address"));
   }
   return true;
 }
 
-bool checkConfirm(const HandshakeMsg& confirm, const HandshakeMsg& reply, const JobToken& token,
-                  std::string* error) {
+bool checkConfirm(const HandshakeMsg& confirm, const HandshakeMsg& reply,
+                  const HandshakeKey& key, std::string* error) {
   if (!sameConnection(confirm, reply, error)) return false;
   if (!constantTimeEqual(confirm.acceptorNonce, reply.acceptorNonce, kNonceBytes)) {
     return fail(error, "the confirm does not echo this connection's acceptor nonce");
   }
-  Sha256Digest want = handshakeProof(token, ProofRole::Connector, confirm);
+  Sha256Digest want = handshakeProof(key, ProofRole::Connector, confirm);
   if (!constantTimeEqual(want.data(), confirm.proof, want.size())) {
-    return fail(error, strCat("wrong token: the peer claiming to be rank ", confirm.srcRank,
-                              " did not prove the job token"));
+    return fail(error, strCat("wrong key: the peer claiming to be rank ", confirm.srcRank,
+                              " did not prove the job's key (the store's token, and "
+                              "TORCH_RING_SECRET when set)"));
   }
   return true;
 }

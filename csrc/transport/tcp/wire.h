@@ -12,10 +12,14 @@
 //      Confirm {proofC}          ->
 //   then frames (MessageHeader + payload) in both directions.
 //
-// proofX = SHA-256(token || role label || group hash || ranks || channel || nonceC || nonceA):
-// each side proves it holds the job's token without sending it, over nonces from both sides so
+// proofX = HMAC-SHA256(key, role label || group hash || ranks || channel || slot bytes ||
+//                        nonceC || nonceA):
+// each side proves it holds the job's key without sending it, over nonces from both sides so
 // that a recorded handshake cannot be replayed, with a role label so that one side's proof
 // cannot be reflected back as the other's.
+//
+// The key is the job token rank 0 puts in the store; with TORCH_RING_SECRET (or _FILE) set it
+// is HMAC-SHA256(secret, label || token), so that reading the store is not enough to join.
 #pragma once
 
 #include <array>
@@ -24,13 +28,14 @@
 #include <string>
 #include <type_traits>
 
-#include "common/sha256.h"
+#include "common/hmac_sha256.h"
 #include "protocol/message_header.h"
 
 namespace ring {
 
 constexpr uint32_t kHandshakeMagic = 0x50435452u;  // "RTCP" in memory order
-constexpr uint32_t kWireVersion = 1;
+// 2: the proofs became HMAC-SHA256 (version 1 hashed the token and fields with bare SHA-256).
+constexpr uint32_t kWireVersion = 2;
 constexpr size_t kTokenBytes = 32;
 constexpr size_t kNonceBytes = 32;
 
@@ -41,6 +46,9 @@ constexpr uint32_t kBrokenMagic = 0x4b524252u;   // "RBRK": the sender's group b
 constexpr int64_t kMaxReasonBytes = 1024;
 
 using JobToken = std::array<uint8_t, kTokenBytes>;
+// What the proofs are keyed with (see above): the token itself when the job has no secret.
+using HandshakeKey = std::array<uint8_t, 32>;
+HandshakeKey handshakeKey(const JobToken& token, const std::string& secret);
 
 enum class HandshakeKind : uint32_t { Hello = 1, Reply = 2, Confirm = 3 };
 
@@ -57,7 +65,7 @@ struct HandshakeMsg {
   int64_t slotBytes;   // payload capacity: the receiver's slots must hold the sender's frames
   uint8_t connectorNonce[kNonceBytes];  // fresh random bytes of the connector (all messages)
   uint8_t acceptorNonce[kNonceBytes];   // fresh random bytes of the acceptor (zero in Hello)
-  uint8_t proof[32];                    // proof of the token (zero in Hello)
+  uint8_t proof[32];                    // proof of the key (zero in Hello)
 };
 static_assert(sizeof(HandshakeMsg) == 136, "fixed wire size");
 static_assert(std::is_trivially_copyable<HandshakeMsg>::value, "sent as bytes");
@@ -80,16 +88,16 @@ bool parseHandshake(const uint8_t* data, size_t n, HandshakeKind expectedKind, H
 bool checkHello(const HandshakeMsg& hello, const HelloExpectations& e, std::string* error);
 
 // Connector: checks the acceptor's Reply against the Hello it sent, including proofA.
-bool checkReply(const HandshakeMsg& reply, const HandshakeMsg& hello, const JobToken& token,
+bool checkReply(const HandshakeMsg& reply, const HandshakeMsg& hello, const HandshakeKey& key,
                 std::string* error);
 
 // Acceptor: checks the connector's Confirm against the Hello and Reply, including proofC.
-bool checkConfirm(const HandshakeMsg& confirm, const HandshakeMsg& reply, const JobToken& token,
-                  std::string* error);
+bool checkConfirm(const HandshakeMsg& confirm, const HandshakeMsg& reply,
+                  const HandshakeKey& key, std::string* error);
 
 enum class ProofRole { Acceptor, Connector };
 // The proof of `role` over the fields of `m` (which must hold both nonces).
-Sha256Digest handshakeProof(const JobToken& token, ProofRole role, const HandshakeMsg& m);
+Sha256Digest handshakeProof(const HandshakeKey& key, ProofRole role, const HandshakeMsg& m);
 
 // Compares in time independent of where the bytes differ.
 bool constantTimeEqual(const uint8_t* a, const uint8_t* b, size_t n);

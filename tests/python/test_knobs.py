@@ -1,0 +1,83 @@
+"""Environment knobs as a user sets them, in separate processes (issue 16): the interface
+choice in NCCL_SOCKET_IFNAME's syntax with GLOO_SOCKET_IFNAME as the fallback, the log line
+prefix (UTC time, host:pid, rank, group, level), and TORCH_RING_DEBUG_FILE's per-rank files.
+The syntax itself is tested against NCCL's documented forms in tests/cpp/test_net_address.cc."""
+import glob
+import os
+import re
+import socket
+
+from fault_launcher import run_scenario
+
+# One log line: "[torch_ring 2026-11-30T19:06:59.123456Z host:4242 rank 1 group 'g' INFO] text".
+LINE = re.compile(r"^\[torch_ring (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z) (\S+):(\d+)"
+                  r"( rank (\d+) group '([^']*)')? (WARN|INFO|TRACE)\] (.*)$")
+
+
+def ring_lines(text):
+    return [line for line in text.splitlines() if line.startswith("[torch_ring")]
+
+
+def debug_run(env, world=2):
+    return run_scenario("debug_log", world, extra_env=dict({"TORCH_RING_DEBUG": "INFO"}, **env),
+                        timeout_s=30.0)
+
+
+def test_log_lines_carry_time_host_pid_rank_and_group():
+    run = debug_run({})
+    for rank, text in enumerate(run.outputs):
+        lines = ring_lines(text)
+        assert lines, text
+        for line in lines:
+            m = LINE.match(line)
+            assert m, line
+            assert m.group(2) == socket.gethostname(), line
+            # Every line of this run is logged for a group: set-up, links, the collective.
+            assert m.group(5) == str(rank) and m.group(6), line
+        assert any("ring order 0 -> 1" in l for l in lines) == (rank == 0), lines
+
+
+def test_gloo_socket_ifname_is_the_fallback():
+    run = debug_run({"TORCH_RING_TRANSPORT": "tcp", "GLOO_SOCKET_IFNAME": "lo"})
+    for text in run.outputs:
+        assert re.search(r"TCP transport listening on 127\.0\.0\.1:\d+ \(interface lo, chosen by "
+                         r"GLOO_SOCKET_IFNAME='lo' \(exact names\)\)", text), text
+    assert all(r["ok"] for r in run.by_rank().values()), run.outputs
+
+
+def test_torch_ring_socket_ifname_wins_and_takes_a_list():
+    run = debug_run({"TORCH_RING_TRANSPORT": "tcp", "GLOO_SOCKET_IFNAME": "nosuchif0",
+                     "TORCH_RING_SOCKET_IFNAME": "nosuchif1,lo"})
+    for text in run.outputs:
+        assert re.search(r"listening on 127\.0\.0\.1:\d+ \(interface lo, chosen by "
+                         r"TORCH_RING_SOCKET_IFNAME='nosuchif1,lo'\)", text), text
+    assert all(r["ok"] for r in run.by_rank().values()), run.outputs
+
+
+def test_an_interface_spec_that_matches_nothing_fails_set_up_with_the_interfaces():
+    run = run_scenario("secret", 2, timeout_s=60.0,
+                       extra_env={"TORCH_RING_TRANSPORT": "tcp", "RING_TEST_SECRETS": ",",
+                                  "TORCH_RING_SOCKET_IFNAME": "=nosuchif"})
+    for r in run.by_rank().values():
+        assert r["error"] is not None, r
+        assert "TORCH_RING_SOCKET_IFNAME='=nosuchif' matches no interface" in r["message"], r
+        assert "lo (127.0.0.1)" in r["message"], r
+        assert r["elapsed"] < 20.0, r
+
+
+def test_debug_file_per_rank_with_host_pid_and_rank_expanded(tmp_path):
+    pattern = str(tmp_path / "ring.%h.%p.%r.log")
+    run = debug_run({"TORCH_RING_DEBUG_FILE": pattern})
+    host = socket.gethostname()
+    for rank in (0, 1):
+        files = glob.glob(str(tmp_path / f"ring.{host}.*.{rank}.log"))
+        assert len(files) == 1, os.listdir(tmp_path)
+        pid = files[0].split(".")[-3]
+        lines = ring_lines(open(files[0]).read())
+        assert lines, files[0]
+        for line in lines:
+            m = LINE.match(line)
+            assert m and m.group(3) == pid and m.group(5) == str(rank), line
+    # Nothing of ours on the terminal.
+    for text in run.outputs:
+        assert not ring_lines(text), text
