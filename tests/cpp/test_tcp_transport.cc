@@ -1,7 +1,9 @@
 // The TCP transport with threads as ranks on 127.0.0.1: frame order under backpressure, every
 // collective of the Communicator over TCP alone and over a mixed shared-memory + TCP ring,
-// strangers (wrong token, garbage, silence, floods) refused while the job goes on, invalid
-// frames from an authenticated peer, and a closing peer named in the error.
+// strangers during set-up (wrong key, the right key from another address, garbage, silence,
+// floods, duplicates) refused while the job goes on, the listener closed once every link is up,
+// the job's secret, invalid frames from an authenticated peer, and a closing peer named in the
+// error.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>

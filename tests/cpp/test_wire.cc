@@ -1,4 +1,4 @@
-// The pure wire functions of the TCP transport: handshake checks (each field, wrong token,
+// The pure wire functions of the TCP transport: handshake checks (each field, wrong key,
 // replayed and reflected messages) and frame parsing (every length bound, arbitrary splits).
 #include <gtest/gtest.h>
 
