@@ -424,6 +424,17 @@ class GatedStore : public Store {
   std::shared_future<void> gate_;
 };
 
+// What rank 0 of a loopbackOptions() group of `size` ranks says in its handshakes.
+HandshakeIdentity rank0Identity(int size, const HandshakeKey& key) {
+  HandshakeIdentity me;
+  me.groupHash = groupNameHash("tcp-test");
+  me.rank = 0;
+  me.groupSize = size;
+  me.slotBytes = 1024;
+  me.key = key;
+  return me;
+}
+
 // The key the job's ranks prove (no secret): the token rank 0 put in the store.
 HandshakeKey keyFromStore(Store& store) {
   std::string hex = store.get("ring/tcp/token", 20s);
@@ -556,12 +567,7 @@ TEST(TcpStrangers, ADuplicateOfAnAuthenticatedLinkIsRefused) {
   auto out = runRanks(4, [&](int who) {
     if (who == 3) {  // the stranger
       up.wait();
-      HandshakeIdentity me;
-      me.groupHash = groupNameHash("tcp-test");
-      me.rank = 0;
-      me.groupSize = 3;
-      me.slotBytes = 1024;
-      me.key = keyFromStore(store);
+      HandshakeIdentity me = rank0Identity(3, keyFromStore(store));
       int fd = dial(store.get("ring/tcp/ready/2", 20s));
       std::string detail;
       EXPECT_EQ(authenticateAsConnector(fd, me, 2, 0, Clock::now() + 5s, &detail),
@@ -599,12 +605,7 @@ TEST(TcpStrangers, TheRightKeyFromAnotherAddressIsRefused) {
   testing::internal::CaptureStderr();
   auto out = runRanks(3, [&](int who) {
     if (who == 2) {
-      HandshakeIdentity me;
-      me.groupHash = groupNameHash("tcp-test");
-      me.rank = 0;
-      me.groupSize = 2;
-      me.slotBytes = 1024;
-      me.key = keyFromStore(store);
+      HandshakeIdentity me = rank0Identity(2, keyFromStore(store));
       std::string ip;
       int port = 0;
       splitHostPort(store.get("ring/tcp/ready/1", 20s), "rank 1", &ip, &port);
@@ -731,12 +732,8 @@ struct FakeRank0 {
     // Rank 1 admits rank 0 only from the address rank 0 published.
     store.set("ring/tcp/addr/0", "127.0.0.1:1");
     std::string address = store.get("ring/tcp/ready/1", 20s);
-    HandshakeIdentity me;
-    me.groupHash = groupNameHash("tcp-test");
-    me.rank = 0;
-    me.groupSize = 2;
+    HandshakeIdentity me = rank0Identity(2, handshakeKey(token, ""));
     me.slotBytes = slotBytes;
-    me.key = handshakeKey(token, "");
     for (int ch = 0; ch < kChannels; ++ch) {
       fds[ch] = dial(address);
       std::string detail;
