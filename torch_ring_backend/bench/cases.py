@@ -104,6 +104,9 @@ class Case:
     prepare: object   # prepare(): fresh inputs (and a cleared output) before the checked call
     output: torch.Tensor
     expected: torch.Tensor
+    # The input when it is not `output` itself (for references that call their own API on the
+    # same buffers: mpi_reference.py); may be a view into `output` (in place).
+    input: torch.Tensor = None
 
 
 def _all_reduce_case(ctx, count):
@@ -128,7 +131,7 @@ def _all_gather_case(ctx, count):
         fill_periodic(inp, movement_tile(ctx.rank))
 
     return Case(call=lambda group: ALL_GATHER_SINGLE(output, inp, group=group),
-                prepare=prepare, output=output, expected=expected)
+                prepare=prepare, output=output, expected=expected, input=inp)
 
 
 def _reduce_scatter_case(ctx, count):
@@ -143,7 +146,7 @@ def _reduce_scatter_case(ctx, count):
         fill_periodic(inp, contribution_tile(ctx.op_name, ctx.rank))
 
     return Case(call=lambda group: REDUCE_SCATTER_SINGLE(output, inp, op=ctx.op, group=group),
-                prepare=prepare, output=output, expected=expected)
+                prepare=prepare, output=output, expected=expected, input=inp)
 
 
 def _broadcast_case(ctx, count):
@@ -173,7 +176,7 @@ def _all_to_all_case(ctx, count):
             fill_periodic(inp.narrow(0, peer * block, block), movement_tile(ctx.rank * n + peer))
 
     return Case(call=lambda group: dist.all_to_all_single(output, inp, group=group),
-                prepare=prepare, output=output, expected=expected)
+                prepare=prepare, output=output, expected=expected, input=inp)
 
 
 @dataclass(frozen=True)

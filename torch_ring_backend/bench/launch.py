@@ -1,8 +1,10 @@
 """Running the benchmark: main() reads the command line, then either launches --nproc local
 ranks (after measuring the copy roofline while nothing else runs) or, under torchrun, is one
-rank itself. run_rank joins the "ring" group and the reference group and runs the sweep,
-ring's whole sweep before the reference's; rank 0 prints the table and returns the rows,
-which main writes to the requested files. main's return value is the exit code."""
+rank itself. run_rank joins the "ring" group and a group per torch reference (gloo, nccl,
+fake) and runs the sweep, ring's whole sweep first, then each reference's; rank 0 prints the
+table and returns the rows. With --reference mpi, main then runs the MPI ranks
+(mpi_reference.py) on the same plan, fills their columns and prints the table itself. main
+writes the rows to the requested files; its return value is the exit code."""
 import datetime
 import os
 import sys
@@ -15,8 +17,9 @@ from torch_ring_backend._launch import RankFailed, run_on_local_ranks
 from .cases import COLLECTIVES, DTYPES, RankContext
 from .measure import (Measurement, _measure_sweep, iterations_for, measure_copy_bandwidth,
                       sweep_sizes)
+from .mpi_reference import run_mpi_sweep
 from .options import PROG, BadInput, _under_torchrun, parse_config
-from .report import Table, _meta, _row, write_outputs
+from .report import Table, _meta, _row, add_reference, print_table, write_outputs
 
 GROUP_TIMEOUT = datetime.timedelta(minutes=5)
 
@@ -30,16 +33,18 @@ def run_rank(cfg, copy_rates=None):
     device = _rank_device(cfg.device, rank)
     dist.init_process_group("ring", timeout=GROUP_TIMEOUT)
     try:
-        reference = None
-        if cfg.reference != "none":
-            reference = dist.new_group(backend=cfg.reference, timeout=GROUP_TIMEOUT)
+        if "fake" in cfg.references:
+            import torch.testing._internal.distributed.fake_pg  # noqa: F401 - registers "fake"
+        references = {ref: dist.new_group(backend=ref, timeout=GROUP_TIMEOUT)
+                      for ref in cfg.references if ref != "mpi"}
         if copy_rates is None:  # under torchrun: rank 0 measures while the others wait
             copy_rates = measure_copy_bandwidth(device) if rank == 0 else {"torch": 0.0}
             dist.barrier()
         ctx = RankContext(rank, world, device, DTYPES[cfg.dtype], cfg.op, cfg.inplace)
         meta = _meta(cfg, world, copy_rates)
-        table = Table(cfg, meta, enabled=rank == 0)
-        rows = _sweep(cfg, ctx, reference, table)
+        # With mpi, the table waits for the MPI ranks (main prints it); the progress line does not.
+        table = Table(cfg, meta, enabled=rank == 0, rows_shown="mpi" not in cfg.references)
+        rows = _sweep(cfg, ctx, references, table)
         table.finish(rows)
         return (meta, rows) if rank == 0 else None
     finally:
@@ -54,28 +59,36 @@ def _rank_device(kind, rank):
     return torch.device("cuda", index)
 
 
-# Ring's whole sweep runs first, then the reference's, rather than alternating size by size:
+# Ring's whole sweep runs first, then each reference's, rather than alternating size by size:
 # another backend's threads running between two calls change where the scheduler puts the
 # next backend's threads, and small-message times depend on that placement (on a 2-core
 # machine ring's 4 KiB all_reduce takes either about 15 us or 70-200 us; right after gloo
 # calls, mostly the latter). One phase per backend measures each as a program that uses only
 # that backend would see it.
 
-def _sweep(cfg, ctx, reference, table):
-    plans = {name: [(nbytes, count, *iterations_for(nbytes, cfg.iters, cfg.warmup))
-                    for nbytes, count in sweep_sizes(cfg, name, ctx.world)]
-             for name in cfg.collectives}
+def sweep_plans(cfg, world):
+    """{collective: [(bytes, count, timed calls, warmup calls) per size]}: the same plan for
+    ring and every reference, the MPI ranks included."""
+    return {name: [(nbytes, count, *iterations_for(nbytes, cfg.iters, cfg.warmup))
+                   for nbytes, count in sweep_sizes(cfg, name, world)]
+            for name in cfg.collectives}
+
+
+def _sweep(cfg, ctx, references, table):
+    plans = sweep_plans(cfg, ctx.world)
     ring = {name: list(_measure_sweep(name, plans[name], None, "ring", ctx, table))
             for name in cfg.collectives}
+    measured = {ref: {name: list(_measure_sweep(name, plans[name], group, ref, ctx, table))
+                      for name in cfg.collectives}
+                for ref, group in references.items()}
     rows = []
     for name in cfg.collectives:
         table.begin(name, COLLECTIVES[name])
-        refs = iter(())
-        if reference is not None:  # measured lazily: each row prints as soon as it is complete
-            refs = _measure_sweep(name, plans[name], reference, cfg.reference, ctx, table)
-        for (nbytes, count, timed, warmup), ring_m in zip(plans[name], ring[name]):
-            row = _row(name, cfg, ctx.world, nbytes, count, timed, warmup, ring_m,
-                       next(refs, Measurement()), table.meta["copy_gbps"])
+        for i, ((nbytes, count, timed, warmup), ring_m) in enumerate(zip(plans[name], ring[name])):
+            refs = {ref: ms[name][i] if i < len(ms[name]) else Measurement()
+                    for ref, ms in measured.items()}
+            row = _row(name, cfg, ctx.world, nbytes, count, timed, warmup, ring_m, refs,
+                       table.meta["copy_gbps"])
             table.add(row)
             rows.append(row)
     return rows
@@ -91,7 +104,7 @@ def main(argv=None):
         return 2
     try:
         result = run_rank(cfg) if _under_torchrun() else _run_local_ranks(cfg)
-    except RankFailed as e:
+    except (RankFailed, RuntimeError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -118,4 +131,9 @@ def _run_local_ranks(cfg):
     copy_rates = measure_copy_bandwidth(device)
     if cfg.device == "cuda":
         torch.cuda.empty_cache()
-    return run_on_local_ranks(run_rank, cfg.nproc, cfg, copy_rates)[0]
+    meta, rows = run_on_local_ranks(run_rank, cfg.nproc, cfg, copy_rates)[0]
+    if "mpi" in cfg.references:
+        print(f"[{PROG}] the MPI reference: mpirun -n {cfg.nproc}", file=sys.stderr, flush=True)
+        add_reference(rows, "mpi", run_mpi_sweep(cfg, sweep_plans(cfg, cfg.nproc), cfg.nproc), cfg)
+        print_table(cfg, meta, rows)
+    return meta, rows

