@@ -75,7 +75,8 @@ def register():
 
 def flight_recorder(group=None, device="cpu"):
     """The last collectives of `group` on this rank (oldest first), as a list of dicts with
-    seq, collective, detail, state (queued/running/completed/failed), times and error."""
+    seq, collective, detail, state (queued/running/completed/failed), thread (where it ran:
+    "worker", the group's thread, or "caller", the thread that called it), times and error."""
     pg = group if group is not None else dist.group.WORLD
     backend = pg._get_backend(torch.device(device))
     # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps every backend in a checking wrapper: look inside.

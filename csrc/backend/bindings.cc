@@ -70,6 +70,7 @@ PYBIND11_MODULE(_C, m) {
               d["collective"] = e.collective;
               d["detail"] = e.detail;
               d["state"] = e.state;
+              d["thread"] = e.thread;
               d["queued_ms"] = e.queuedAtMs;
               d["started_ms"] = e.startedAtMs;
               d["ended_ms"] = e.endedAtMs;

@@ -18,6 +18,12 @@
 namespace ring {
 namespace {
 
+int64_t totalBytes(const Tensors& tensors) {
+  int64_t n = 0;
+  for (const at::Tensor& t : tensors) n += t.numel() * static_cast<int64_t>(t.element_size());
+  return n;
+}
+
 bool anyCuda(const Tensors& v) {
   for (const auto& t : v) {
     if (t.defined() && t.is_cuda()) return true;
@@ -162,8 +168,21 @@ std::chrono::milliseconds RingBackend::effectiveTimeout(std::chrono::millisecond
 // ---- the one dispatch ------------------------------------------------------------------------
 
 c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, HostCall call,
-                                               std::function<void(const CallInfo&)> beforeBody) {
+                                               std::function<void(const CallInfo&)> beforeBody,
+                                               bool mayRunHere) {
   WorkQueue::Task task;
+  {
+    // Before the queue: a peer that runs this call on its own thread waits for this rank's
+    // part of it, and must know that it is coming.
+    std::lock_guard<std::mutex> lock(commMutex_);
+    if (comm_) {
+      comm_->announceIssued(seq + 1);
+      const int64_t bytes = std::max(totalBytes(call.inputs), totalBytes(call.outputs));
+      if (mayRunHere && bytes <= env().inlineBytes) {
+        task.runHere = [comm = comm_.get(), seq] { return runHere(*comm, seq); };
+      }
+    }
+  }
   task.name = name;
   task.detail = std::move(call.detail);
   task.call = CallInfo{seq, effectiveTimeout(call.timeout)};
@@ -178,6 +197,13 @@ c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, H
   return work;
 }
 
+bool RingBackend::runHere(Communicator& comm, uint64_t seq) {
+  // Patience: what a waiter would spin anyway (none when ranks outnumber cores: then only a
+  // call that every peer has already issued runs here), at most 50 us.
+  const auto patience = std::chrono::microseconds(std::min(comm.spinMicros(), 50));
+  return comm.allIssued(seq + 1, patience);
+}
+
 c10::intrusive_ptr<c10d::Work> RingBackend::started(c10::intrusive_ptr<c10d::Work> work) {
   if (coalescer_.active()) coalescer_.include(work);
   return work;
@@ -187,7 +213,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::run(const CheckScope& s, HostCall ca
   LogScope logScope(rank_, groupName_);
   if (!anyCuda(call.inputs) && !anyCuda(call.outputs)) {
     if (coalescer_.active()) return coalescer_.hold(rank_, s.collective, std::move(call));
-    return push(s.collective, seq_++, std::move(call));
+    return push(s.collective, seq_++, std::move(call), nullptr, /*mayRunHere=*/true);
   }
 #ifdef RING_WITH_CUDA
   const at::Device device = anyCuda(call.outputs) ? call.outputs[0].device() : call.inputs[0].device();

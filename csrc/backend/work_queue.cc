@@ -30,9 +30,30 @@ void WorkQueue::push(Task task) {
       TORCH_CHECK(false, "ring: ", task.name, " on rank ", rank_,
                   " was called after the process group was shut down (destroy_process_group)");
     }
-    queue_.emplace_back(id, std::move(task));
+    if (!task.runHere || !queue_.empty() || running_) {
+      queue_.emplace_back(id, std::move(task));
+      wake_.notify_one();
+      return;
+    }
+    // Nothing of this group is queued or running: hold the group (running_) while the caller's
+    // condition is asked, outside the lock (it may wait a little for the peers).
+    running_ = true;
   }
-  wake_.notify_one();
+  const bool here = task.runHere();
+  if (here) run(id, task, "caller");  // no hand-off (see work_queue.h)
+  bool wakeWorker;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    running_ = false;
+    // Not here after all: to the worker, ahead of anything another thread queued meanwhile
+    // (it was issued later).
+    if (!here) queue_.emplace_front(id, std::move(task));
+    wakeWorker = !queue_.empty() || stopping_;
+  }
+  idle_.notify_all();
+  // Only when there is something for it to do (work, or stop() waiting for it to end): waking
+  // the idle worker on every call would cost the thread switch this path exists to avoid.
+  if (wakeWorker) wake_.notify_one();
 }
 
 void WorkQueue::dropPending() {
@@ -71,43 +92,44 @@ void WorkQueue::loop() {
     std::pair<uint64_t, Task> next;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      // Not while a caller runs a task itself: the group's tasks run one at a time, in order.
+      wake_.wait(lock, [&] { return (stopping_ && !running_) || (!queue_.empty() && !running_); });
       if (queue_.empty()) return;  // stopping, and nothing left to run
       next = std::move(queue_.front());
       queue_.pop_front();
       running_ = true;
     }
-    recorder_.markStarted(next.first);
-    const auto start = std::chrono::steady_clock::now();
-    std::exception_ptr error;
-    try {
-      next.second.body(next.second.call);
-    } catch (...) {
-      error = std::current_exception();
-    }
-    const auto end = std::chrono::steady_clock::now();
-    const double ms = std::chrono::duration<double, std::milli>(end - start).count();
-    std::string what;
-    if (error) {
-      what = messageOf(error);
-      RING_LOG(kLogWarn, next.second.name,
-               " (sequence ", next.second.call.seq, ") failed after ", ms, " ms: ", what,
-               "\nlast collectives of this group on this rank:\n", recorder_.dump());
-    } else {
-      RING_LOG(kLogTrace, next.second.name,
-               " (sequence ", next.second.call.seq, ") took ", ms, " ms");
-    }
-    recorder_.markEnded(next.first, what);
-    if (finished_) {
-      finished_(next.second.work->retrieveOpType(), next.second.call.seq, start, end, error);
-    }
-    next.second.work->complete(error);
+    run(next.first, next.second, "worker");
     {
       std::lock_guard<std::mutex> lock(mutex_);
       running_ = false;
     }
     idle_.notify_all();
   }
+}
+
+void WorkQueue::run(uint64_t id, Task& task, const char* thread) {
+  recorder_.markStarted(id, thread);
+  const auto start = std::chrono::steady_clock::now();
+  std::exception_ptr error;
+  try {
+    task.body(task.call);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  const auto end = std::chrono::steady_clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(end - start).count();
+  std::string what;
+  if (error) {
+    what = messageOf(error);
+    RING_LOG(kLogWarn, task.name, " (sequence ", task.call.seq, ") failed after ", ms, " ms: ",
+             what, "\nlast collectives of this group on this rank:\n", recorder_.dump());
+  } else {
+    RING_LOG(kLogTrace, task.name, " (sequence ", task.call.seq, ") took ", ms, " ms");
+  }
+  recorder_.markEnded(id, what);
+  if (finished_) finished_(task.work->retrieveOpType(), task.call.seq, start, end, error);
+  task.work->complete(error);
 }
 
 }  // namespace ring

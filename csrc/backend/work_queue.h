@@ -5,6 +5,13 @@
 // Why one thread per group, in issue order: every rank issues a group's collectives in the
 // same order, so running them in that order on every rank pairs them up without any matching;
 // and the caller never blocks on communication (every call returns a Work at once).
+//
+// Why a small collective may run on the caller's thread instead: handing it to the worker and
+// waiting for its Work costs two thread wake-ups, more than the whole transfer of a few KiB,
+// and puts four busy threads (two per rank) on machines where two ranks share two cores. It
+// runs there only when nothing of the group is queued or running (order is kept) and when the
+// caller's condition holds (the backend: every peer has already issued this collective, so
+// the caller waits only for ranks that are bound to come: see RingBackend::runHere).
 #pragma once
 
 #include <chrono>
@@ -29,6 +36,10 @@ class WorkQueue {
     c10::intrusive_ptr<RingWork> work;
     CallInfo call;
     std::function<void(const CallInfo&)> body;
+    // Set for a task the caller's thread may run itself, at push, when nothing of the group is
+    // queued or running; asked then (under the queue's lock, so it must be quick): true runs
+    // it there. Unset: always the worker.
+    std::function<bool()> runHere;
   };
 
   // Called on the worker after each task, before its Work completes: what ran, when, and how it
@@ -42,7 +53,8 @@ class WorkQueue {
   // Runs what is queued, then stops (stop()).
   ~WorkQueue();
 
-  // Queues `task`; throws (naming the collective) once the queue has stopped.
+  // Queues `task`, or runs it before returning (Task::runHere); throws (naming the
+  // collective) once the queue has stopped.
   void push(Task task);
   // Fails every task not yet started with "aborted" (abort()).
   void dropPending();
@@ -53,7 +65,9 @@ class WorkQueue {
 
  private:
   void loop();
-  void runOne(Task& task);
+  // Runs one task on the calling thread ("worker" or "caller", for the flight recorder) and
+  // completes its Work.
+  void run(uint64_t id, Task& task, const char* thread);
 
   const int rank_;
   const std::string groupName_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "common/env.h"
 #include "common/errors.h"
@@ -318,6 +319,21 @@ void Communicator::barrier(const CallInfo& c) {
     runRingPlan(*transport_, steps, buffers(&dummy, &dummy, DType::UInt8, RedOp::Sum, size_), fp,
                 ctx);
   });
+}
+
+void Communicator::announceIssued(uint64_t count) {
+  if (transport_->announces()) transport_->announceIssued(count);
+}
+
+bool Communicator::allIssued(uint64_t count, std::chrono::microseconds patience) {
+  if (!transport_->announces()) return false;
+  const auto until = Clock::now() + patience;
+  while (!transport_->allIssued(count)) {
+    if (Clock::now() >= until) return false;
+    // Yield rather than pause: the rank we wait for may need this core to issue its call.
+    std::this_thread::yield();
+  }
+  return true;
 }
 
 }  // namespace ring

@@ -79,6 +79,13 @@ class Communicator {
                 const std::vector<int64_t>& recvOffsets, DType t, const CallInfo& c);
   void barrier(const CallInfo& c);
 
+  // This rank has issued `count` collectives of the group: told to the peers where the
+  // transport can (Transport::announces).
+  void announceIssued(uint64_t count);
+  // Whether every rank has issued `count` collectives, waiting up to `patience` for it (a busy
+  // poll). Always false where the transport cannot tell.
+  bool allIssued(uint64_t count, std::chrono::microseconds patience);
+
   // Fails every current and future wait of this rank with `reason`, and tells the others.
   void abort(const std::string& reason);
   // Throws if the group is already broken or aborted (cheap; called before each collective).

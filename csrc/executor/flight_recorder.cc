@@ -38,10 +38,11 @@ FlightEntry* FlightRecorder::find(uint64_t id) {
   return nullptr;  // already evicted: nothing to update
 }
 
-void FlightRecorder::markStarted(uint64_t id) {
+void FlightRecorder::markStarted(uint64_t id, const char* thread) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (FlightEntry* e = find(id)) {
     e->state = "running";
+    e->thread = thread;
     e->startedAtMs = nowMs();
   }
 }
@@ -67,6 +68,7 @@ std::string FlightRecorder::dump() const {
   std::string s;
   for (const FlightEntry& e : snapshot()) {
     s += strCat("  seq ", e.seq, " ", e.collective, " ", e.detail, " ", e.state,
+                e.thread == "caller" ? " (on the caller's thread)" : "",
                 e.startedAtMs >= 0 && e.endedAtMs >= 0
                     ? strCat(" in ", e.endedAtMs - e.startedAtMs, " ms")
                     : std::string(),

@@ -16,6 +16,7 @@ struct FlightEntry {
   std::string collective;  // "all_reduce"
   std::string detail;      // "1000 x float32, op SUM"
   std::string state;       // queued | running | completed | failed
+  std::string thread;      // where it ran: "worker" (the group's thread) or "caller"
   double queuedAtMs = 0;   // since the recorder was created
   double startedAtMs = -1;
   double endedAtMs = -1;
@@ -29,7 +30,8 @@ class FlightRecorder {
   void setCapacity(size_t capacity);
   // Returns an id used by the updates below.
   uint64_t recordQueued(uint64_t seq, std::string collective, std::string detail);
-  void markStarted(uint64_t id);
+  // `thread`: "worker" or "caller" (backend/work_queue.h).
+  void markStarted(uint64_t id, const char* thread = "worker");
   void markEnded(uint64_t id, const std::string& error);
   std::vector<FlightEntry> snapshot() const;
   // One line per entry, oldest first.

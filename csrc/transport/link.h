@@ -77,6 +77,17 @@ class Transport {
   // Wakes every local waiter and makes waits raise (abort()).
   virtual void abortLocal(const std::string& reason) = 0;
   virtual std::string describeLink(int peer) const = 0;
+
+  // Issue announcements: each rank counts the collectives it has issued on the group, so that
+  // a rank can tell that every peer has issued one (then it may run it on the caller's thread:
+  // backend/work_queue.h). A transport that cannot tell cheaply says announces() false, and
+  // nobody asks it the rest.
+  virtual bool announces() const { return false; }
+  virtual void announceIssued(uint64_t count) { (void)count; }
+  virtual bool allIssued(uint64_t count) const {
+    (void)count;
+    return false;
+  }
 };
 
 }  // namespace ring

@@ -11,7 +11,7 @@
 namespace ring {
 
 constexpr uint64_t kSegmentMagic = 0x746f7263685f7267ull;  // "torch_rg"
-constexpr uint32_t kLayoutVersion = 2;
+constexpr uint32_t kLayoutVersion = 3;  // 3: SegmentHeader::issued
 constexpr size_t kReasonBytes = 1024;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "counters are shared across processes");
@@ -42,6 +42,10 @@ struct SegmentHeader {
   // process even after its pid is reused.
   uint64_t ownerStartTime;
   GroupControl control;
+  // Collectives the owner has issued on the group (Transport::announceIssued). Only a hint for
+  // where to run the next one, never a guard on data: release/acquire keeps it monotonic as
+  // seen by the peers, nothing more. Its own cache line: the owner writes it on every call.
+  alignas(64) std::atomic<uint64_t> issued;
 };
 
 // One FIFO's counters, each on its own cache line so that sender and receiver do not

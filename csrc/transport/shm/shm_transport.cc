@@ -165,6 +165,7 @@ ShmTransport::ShmTransport(Store& store, int rank, int nranks, std::vector<int> 
   own->slotBytes = geometry_.slotBytes;
   own->slots = geometry_.slots;
   own->closedInOrder.store(0, std::memory_order_relaxed);
+  own->issued.store(0, std::memory_order_relaxed);
   own->control.brokenState.store(0, std::memory_order_relaxed);
   own->control.brokenBy = -1;
 
@@ -310,6 +311,17 @@ void ShmTransport::checkHealth(int peer) {
 std::string ShmTransport::describeLink(int peer) const {
   return strCat("rank ", rank_, " <-> rank ", peer, ": shared memory (", geometry_.slots,
                 " slots x ", geometry_.slotBytes, " bytes)");
+}
+
+void ShmTransport::announceIssued(uint64_t count) {
+  header(localIndex_[rank_])->issued.store(count, std::memory_order_release);
+}
+
+bool ShmTransport::allIssued(uint64_t count) const {
+  for (size_t i = 0; i < local_.size(); ++i) {
+    if (header(static_cast<int>(i))->issued.load(std::memory_order_acquire) < count) return false;
+  }
+  return true;
 }
 
 }  // namespace ring

@@ -85,6 +85,10 @@ class ShmTransport : public Transport {
   void markBroken(const std::string& reason) override;
   void abortLocal(const std::string& reason) override;
   std::string describeLink(int peer) const override;
+  // Announcements live in each rank's segment header; every rank of the group must be here.
+  bool announces() const override { return static_cast<int>(local_.size()) == nranks_; }
+  void announceIssued(uint64_t count) override;
+  bool allIssued(uint64_t count) const override;
 
  private:
   // Segments are indexed by position in local_ (the FIFO layout's sender index too).

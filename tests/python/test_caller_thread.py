@@ -1,0 +1,77 @@
+"""Small collectives on the caller's thread (csrc/backend/work_queue.h): a call of at most
+TORCH_RING_INLINE_BYTES that every peer has already issued runs on the thread that calls it
+and is complete when the call returns; a larger one, or one that some peer has not issued yet,
+goes to the group's worker as before. Where each call ran is in the flight recorder ("thread").
+And the reason for the "every peer has issued it" rule: ranks that issue the calls of two
+groups in opposite orders still complete both, long before the group timeout."""
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import torch_ring_backend
+from harness import WORLDS
+
+INLINE_BYTES = 64 * 1024  # the default of TORCH_RING_INLINE_BYTES
+
+
+def one_rank_at_a_time(ctx):
+    """Ranks issue a small and a just-too-large all_reduce one after another, the last rank
+    first: only rank 0, the last to issue, finds that every peer has issued them."""
+    small = torch.full((16,), float(ctx.rank + 1))
+    large = torch.full((INLINE_BYTES // 4 + 1,), float(ctx.rank + 1))
+    out = {}
+    for turn in reversed(range(ctx.world)):
+        if ctx.rank == turn:
+            w_small = dist.all_reduce(small, async_op=True)
+            out["small_done_at_return"] = w_small.is_completed()
+            w_large = dist.all_reduce(large, async_op=True)
+        dist.barrier(group=ctx.gloo)
+    w_small.wait()
+    w_large.wait()
+    entries = torch_ring_backend.flight_recorder()[-2:]
+    out["threads"] = [e["thread"] for e in entries]
+    out["collectives"] = [e["collective"] for e in entries]
+    out["small"], out["large"] = small, large
+    return out
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_a_small_call_every_peer_has_issued_runs_on_the_callers_thread(pool, world):
+    total = world * (world + 1) / 2
+    for rank, r in enumerate(pool.run(one_rank_at_a_time)):
+        assert r["collectives"] == ["all_reduce", "all_reduce"], r
+        want = ["caller" if rank == 0 else "worker", "worker"]
+        assert r["threads"] == want, f"rank {rank}: {r['threads']}"
+        if rank == 0:
+            assert r["small_done_at_return"], "ran on the caller's thread, so done at return"
+        assert torch.equal(r["small"], torch.full((16,), total)), f"rank {rank}"
+        assert torch.equal(r["large"], torch.full((INLINE_BYTES // 4 + 1,), total)), f"rank {rank}"
+
+
+def opposite_orders(ctx):
+    ranks = list(range(ctx.world))
+    g1, g2 = dist.new_group(ranks, backend="ring"), dist.new_group(ranks, backend="ring")
+    a = torch.full((8,), float(ctx.rank + 1))
+    b = torch.full((8,), float(10 * (ctx.rank + 1)))
+    start = time.monotonic()
+    # Even ranks issue g1's call first, odd ranks g2's: a rank that ran its first call on its
+    # own thread while a peer waits in the other group would deadlock until the timeout.
+    order = [(g1, a), (g2, b)] if ctx.rank % 2 == 0 else [(g2, b), (g1, a)]
+    works = [dist.all_reduce(t, group=g, async_op=True) for g, t in order]
+    for w in works:
+        w.wait()
+    took = time.monotonic() - start
+    dist.destroy_process_group(g1)
+    dist.destroy_process_group(g2)
+    return {"a": a, "b": b, "took": took}
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_groups_issued_in_opposite_orders_complete(pool, world):
+    total = world * (world + 1) / 2
+    for rank, r in enumerate(pool.run(opposite_orders)):
+        assert torch.equal(r["a"], torch.full((8,), total)), f"rank {rank}"
+        assert torch.equal(r["b"], torch.full((8,), 10 * total)), f"rank {rank}"
+        assert r["took"] < 5.0, f"rank {rank} took {r['took']:.1f} s (the timeout is 30 s)"
