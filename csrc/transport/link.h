@@ -78,6 +78,10 @@ class Transport {
   virtual void abortLocal(const std::string& reason) = 0;
   virtual std::string describeLink(int peer) const = 0;
 
+  // Whether every link of this rank is in shared memory: no thread of the transport moves the
+  // data, so a waiter that spins takes CPU time only from the ranks themselves.
+  virtual bool onlySharedMemory() const { return false; }
+
   // Issue announcements: each rank counts the collectives it has issued on the group, so that
   // a rank can tell that every peer has issued one (then it may run it on the caller's thread:
   // backend/work_queue.h). A transport that cannot tell cheaply says announces() false, and

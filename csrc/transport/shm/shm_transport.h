@@ -85,8 +85,9 @@ class ShmTransport : public Transport {
   void markBroken(const std::string& reason) override;
   void abortLocal(const std::string& reason) override;
   std::string describeLink(int peer) const override;
+  bool onlySharedMemory() const override { return static_cast<int>(local_.size()) == nranks_; }
   // Announcements live in each rank's segment header; every rank of the group must be here.
-  bool announces() const override { return static_cast<int>(local_.size()) == nranks_; }
+  bool announces() const override { return onlySharedMemory(); }
   void announceIssued(uint64_t count) override;
   bool allIssued(uint64_t count) const override;
 
