@@ -29,6 +29,9 @@ python3 tests/torch_suite/run_suite.py --ci
 echo "== the wheel, installed into a fresh venv, checked from outside the source tree"
 bash scripts/wheel_check.sh
 
+echo "== CPU speed floors: ratios to gloo and Open MPI in one run, far below what is measured"
+python3 scripts/perf_floor.py
+
 echo "== mutation check, CI subset (each mutant must be caught by its tests)"
 # A clean checkout (CI's clone) is mutated in place with the build folders above, restored
 # after each mutant; a checkout with changes gets a scratch copy instead (build/mutation).
