@@ -179,7 +179,7 @@ c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, H
       comm_->announceIssued(seq + 1);
       const int64_t bytes = std::max(totalBytes(call.inputs), totalBytes(call.outputs));
       if (mayRunHere && bytes <= env().inlineBytes) {
-        task.runHere = [comm = comm_.get(), seq] { return runHere(*comm, seq); };
+        task.runHere = [comm = comm_.get(), seq, bytes] { return runHere(*comm, seq, bytes); };
       }
     }
   }
@@ -197,10 +197,14 @@ c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, H
   return work;
 }
 
-bool RingBackend::runHere(Communicator& comm, uint64_t seq) {
-  // Patience: what a waiter would spin anyway (none when ranks outnumber cores: then only a
-  // call that every peer has already issued runs here), at most 50 us.
-  const auto patience = std::chrono::microseconds(std::min(comm.spinMicros(), 50));
+bool RingBackend::runHere(Communicator& comm, uint64_t seq, int64_t bytes) {
+  // Patience: 50 us, or for a larger call about what moving it takes (at 2 GB/s), so that a
+  // rank a whole transfer ahead of its peers (a broadcast's root, which returns as soon as its
+  // data is in the slots) still finds them issued; never more than a waiter would spin anyway
+  // (spinMicros: 500 us where every rank has a core, 50 where they share). The caller's thread
+  // waits at most that long before the call goes to the worker.
+  const int64_t scaled = std::max<int64_t>(50, bytes / 2000);
+  const auto patience = std::chrono::microseconds(std::min<int64_t>(comm.spinMicros(), scaled));
   return comm.allIssued(seq + 1, patience);
 }
 

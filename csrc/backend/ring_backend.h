@@ -148,7 +148,7 @@ class RingBackend : public c10d::Backend {
   // Whether the (small: TORCH_RING_INLINE_BYTES) call numbered `seq` may run on the caller's
   // thread: every peer has issued it within a short wait, so that the caller waits only for
   // ranks that are bound to come (work_queue.h says why).
-  static bool runHere(Communicator& comm, uint64_t seq);
+  static bool runHere(Communicator& comm, uint64_t seq, int64_t bytes);
   // A Work of a call that runs at once: also covered by an open coalescing block's Work.
   c10::intrusive_ptr<c10d::Work> started(c10::intrusive_ptr<c10d::Work> work);
   P2PEngine& p2p();

@@ -7,9 +7,11 @@
     python -m torch_ring_backend.bench --device cuda              # nccl as the reference
 
 Every rank joins two process groups over the same ranks: "ring" (the default group) and the
-reference (gloo on CPU, nccl on CUDA). Each collective is measured at every size (doubling from
---min-bytes to --max-bytes) with the same inputs on both: ring's whole sweep first, then the
-reference's (see _sweep in launch.py). Columns (docs/conventions.md section 2):
+reference (gloo on CPU, nccl on CUDA; --reference takes a list: gloo, nccl, mpi, fake). Each
+collective is measured at every size (doubling from --min-bytes to --max-bytes) with the same
+inputs on all: ring's whole sweep first, then each reference's (see _sweep in launch.py; the
+MPI ranks run after ring's have exited: mpi_reference.py). Every rank first copies memory for
+WARM_UP_SECONDS (measure.py says why). Columns (docs/conventions.md section 2):
 
   size     bytes of the full array: the all_gather output, the reduce_scatter input
   time     microseconds per call: `iters` back-to-back calls after a barrier, slowest rank
@@ -29,6 +31,7 @@ The benchmark is a package, one job per file; each file imports only the ones li
   options.py  the command line: Config, parse_config, parse_size, BadInput (exit code 2)
   measure.py  timing one collective at one size, the sizes of a sweep, the copy roofline
   report.py   rows, run metadata, the table on stdout, the --json, --csv and --plot files
+  mpi_reference.py  the MPI reference: the same plan through mpi4py, in ranks of its own
   launch.py   main(): local ranks or torchrun, run_rank, the ring-then-reference sweep
   __main__.py `python -m torch_ring_backend.bench`
 

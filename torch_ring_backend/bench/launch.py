@@ -16,7 +16,7 @@ from torch_ring_backend._launch import RankFailed, run_on_local_ranks
 
 from .cases import COLLECTIVES, DTYPES, RankContext
 from .measure import (Measurement, _measure_sweep, iterations_for, measure_copy_bandwidth,
-                      sweep_sizes)
+                      sweep_sizes, warm_up)
 from .mpi_reference import run_mpi_sweep
 from .options import PROG, BadInput, _under_torchrun, parse_config
 from .report import Table, _meta, _row, add_reference, print_table, write_outputs
@@ -41,6 +41,7 @@ def run_rank(cfg, copy_rates=None):
             copy_rates = measure_copy_bandwidth(device) if rank == 0 else {"torch": 0.0}
             dist.barrier()
         ctx = RankContext(rank, world, device, DTYPES[cfg.dtype], cfg.op, cfg.inplace)
+        warm_up(device)
         meta = _meta(cfg, world, copy_rates)
         # With mpi, the table waits for the MPI ranks (main prints it); the progress line does not.
         table = Table(cfg, meta, enabled=rank == 0, rows_shown="mpi" not in cfg.references)

@@ -17,6 +17,12 @@ from .options import BYTES_PER_MEASUREMENT, MiB, _human
 
 ROOFLINE_BYTES = 256 * MiB
 ROOFLINE_REPEATS = 5
+# Busy copying before a backend's first measurement. On the VMs this was measured on, a freshly
+# started process copies memory at a fraction of its speed for its first second or two (a 1 MiB
+# broadcast: 455 us in the first second of a job, 121 in the second, 48 after), so whichever
+# backend went first was measured slow; each rank (ring's and MPI's) warms up alike.
+WARM_UP_SECONDS = 2.0
+WARM_UP_BYTES = 16 * MiB
 
 
 # ---- timing ------------------------------------------------------------------------------------
@@ -90,6 +96,17 @@ def measure_copy_bandwidth(device, nbytes=ROOFLINE_BYTES, repeats=ROOFLINE_REPEA
         copy = functools.partial(ctypes.memmove, dst.data_ptr(), src.data_ptr(), nbytes)
         rates["memcpy"] = nbytes / _best_seconds(copy, device, repeats)
     return rates
+
+
+def warm_up(device, seconds=WARM_UP_SECONDS, nbytes=WARM_UP_BYTES):
+    """Copies between two buffers for `seconds` (see WARM_UP_SECONDS)."""
+    src = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        dst.copy_(src)
+        src.copy_(dst)
+    _synchronize(device)
 
 
 def _best_seconds(fn, device, repeats):

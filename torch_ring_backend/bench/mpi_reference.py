@@ -115,8 +115,10 @@ def _rank_main(plan_path, result_path):
     from mpi4py import MPI
 
     from .cases import COLLECTIVES, DTYPES, RankContext
+    from .measure import warm_up
 
     comm = MPI.COMM_WORLD
+    warm_up(torch.device("cpu"))  # as ring's ranks do (measure.WARM_UP_SECONDS)
     with open(plan_path) as f:
         plan = json.load(f)
     ctx = RankContext(comm.rank, comm.size, torch.device("cpu"), DTYPES[plan["dtype"]],
