@@ -22,9 +22,10 @@ namespace {
 
 // Why adaptive: a waiter that spins answers within a microsecond when its peer runs on another
 // core (2 ranks on 2 cores: 13 us per small all_reduce instead of 50-170 us through futex
-// wake-ups), but when ranks outnumber cores a spinning rank takes the core from the very
-// rank it waits for (4 ranks on 2 cores: spinning made everything 2-5x slower). So spin only
-// when this host's ranks of the group fit on the cores this process may use.
+// wake-ups), but when ranks outnumber cores a long spin takes the core from the very rank it
+// waits for (4 ranks on 2 cores, 500 us spins with every call handed to a worker thread: 2-5x
+// slower). So a long spin only when this host's ranks of the group fit on the cores this
+// process may use, and a short one otherwise (below).
 int chooseSpin(int localRanks, bool onlySharedMemory) {
   if (env().spinMicros >= 0) return env().spinMicros;
   cpu_set_t set;

@@ -52,6 +52,20 @@ class Measurement:
     error: str = None      # the backend refused this collective (e.g. an op it lacks)
 
 
+def time_calls(call, timed, warmup, barrier, sync=lambda: None):
+    """The timing rule every backend is measured by (the MPI ranks too): `warmup` untimed
+    calls, a barrier so that every rank starts together, then `timed` back-to-back calls;
+    seconds per call on this rank."""
+    for _ in range(warmup):
+        call()
+    barrier()
+    start = time.perf_counter()
+    for _ in range(timed):
+        call()
+    sync()
+    return (time.perf_counter() - start) / timed
+
+
 def measure(case, group, ctx, timed, warmup, may_refuse):
     """Check one call against the expected result, warm up, then time `timed` calls."""
     case.prepare()
@@ -63,14 +77,9 @@ def measure(case, group, ctx, timed, warmup, may_refuse):
             raise
         return Measurement(error=str(e).strip().splitlines()[0])
     wrong = _count_wrong(case.output, case.expected, ctx.op_name)
-    for _ in range(warmup):
-        case.call(group)
-    _barrier(group, ctx.device)
-    start = time.perf_counter()
-    for _ in range(timed):
-        case.call(group)
-    _synchronize(ctx.device)
-    seconds = (time.perf_counter() - start) / timed
+    seconds = time_calls(lambda: case.call(group), timed, warmup,
+                         barrier=lambda: _barrier(group, ctx.device),
+                         sync=lambda: _synchronize(ctx.device))
     return Measurement(seconds=_over_ranks(seconds, dist.ReduceOp.MAX),
                        wrong=int(_over_ranks(wrong, dist.ReduceOp.SUM)))
 

@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 from .measure import Measurement
 
@@ -88,6 +87,7 @@ def _mpi_op(MPI, op_name):
 
 def _measure_one(name, case, comm, MPI, op_name, timed, warmup, reduces):
     from .cases import _count_wrong
+    from .measure import time_calls
 
     error = None
     try:
@@ -99,13 +99,8 @@ def _measure_one(name, case, comm, MPI, op_name, timed, warmup, reduces):
     if error is not None:
         return {"error": error}
     wrong = _count_wrong(case.output, case.expected, op_name)
-    for _ in range(warmup):
-        _mpi_call(name, case, comm, MPI, op)
-    comm.Barrier()
-    start = time.perf_counter()
-    for _ in range(timed):
-        _mpi_call(name, case, comm, MPI, op)
-    seconds = (time.perf_counter() - start) / timed
+    seconds = time_calls(lambda: _mpi_call(name, case, comm, MPI, op), timed, warmup,
+                         barrier=comm.Barrier)
     return {"seconds": comm.allreduce(seconds, op=MPI.MAX),
             "wrong": comm.allreduce(wrong, op=MPI.SUM)}
 
