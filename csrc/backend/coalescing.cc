@@ -31,7 +31,7 @@ class AllOfWork : public c10d::Work {
       : c10d::Work(rank, type),
         parts_(std::move(parts)),
         future_(c10::make_intrusive<c10::ivalue::Future>(
-            c10::ListType::create(c10::TensorType::get()))) {
+            tensorListType())) {
     // The Future completes after the last part's does (or with the first error). The callbacks
     // hold the outputs, not the parts: a part's own future holds them, so a part there would
     // keep itself alive.

@@ -84,7 +84,7 @@ CudaRingWork::CudaRingWork(int rank, c10d::OpType type, uint64_t seq, std::strin
       // With the device list: a Future without devices does no stream synchronization at all
       // for CUDA tensors.
       future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{device})) {}
+          tensorListType(), std::vector<c10::Device>{device})) {}
 
 CudaRingWork::~CudaRingWork() {
   // Destroying an event whose record is still pending is allowed: the runtime releases it once

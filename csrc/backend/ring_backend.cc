@@ -179,7 +179,7 @@ c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, H
       comm_->announceIssued(seq + 1);
       const int64_t bytes = std::max(totalBytes(call.inputs), totalBytes(call.outputs));
       if (mayRunHere && bytes <= env().inlineBytes) {
-        task.runHere = [comm = comm_.get(), seq, bytes] { return runHere(*comm, seq, bytes); };
+        task.runHere = {&RingBackend::runHere, comm_.get(), bytes};
       }
     }
   }
@@ -187,8 +187,9 @@ c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, H
   task.detail = std::move(call.detail);
   task.call = CallInfo{seq, effectiveTimeout(call.timeout)};
   task.work = c10::make_intrusive<RingWork>(rank_, call.type, task.call.seq, call.outputs);
-  task.body = [before = std::move(beforeBody), body = std::move(call.body), in = call.inputs,
-               out = call.outputs](const CallInfo& c) {
+  // The tensors move into the body (the Work keeps its own reference to the outputs).
+  task.body = [before = std::move(beforeBody), body = std::move(call.body),
+               in = std::move(call.inputs), out = std::move(call.outputs)](const CallInfo& c) {
     if (before) before(c);
     body(c, in, out);
   };

@@ -6,11 +6,18 @@
 
 namespace ring {
 
+const c10::TypePtr& tensorListType() {
+  // Made once: every collective creates a Work, and a new ListType for each would be an
+  // allocation per call that says the same thing.
+  static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
+  return type;
+}
+
 RingWork::RingWork(int rank, c10d::OpType type, uint64_t seq, std::vector<at::Tensor> outputs)
     : c10d::Work(rank, type),
       seq_(seq),
       outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+      future_(c10::make_intrusive<c10::ivalue::Future>(tensorListType())) {}
 
 bool RingWork::isCompleted() { return c10d::Work::isCompleted(); }
 bool RingWork::isSuccess() const { return c10d::Work::isSuccess(); }

@@ -35,6 +35,9 @@ class RingWork : public c10d::Work {
   std::atomic<int> sourceRank_{-1};
 };
 
+// List[Tensor]: the value type of every future this backend completes.
+const c10::TypePtr& tensorListType();
+
 // Converts a core-library error into the exception type torch users know: communication
 // failures become DistBackendError, everything else RuntimeError.
 std::exception_ptr toTorchError(std::exception_ptr error);

@@ -68,7 +68,7 @@ class StagedWork : public c10d::Work {
         // With the device list: a Future without devices does no stream synchronization at
         // all for CUDA tensors.
         future_(c10::make_intrusive<c10::ivalue::Future>(
-            c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{device})) {}
+            tensorListType(), std::vector<c10::Device>{device})) {}
 
   // On the thread that ran the host call, with the dedicated stream current and the copies
   // back queued on it (success), or with the error.

@@ -30,7 +30,7 @@ void WorkQueue::push(Task task) {
       TORCH_CHECK(false, "ring: ", task.name, " on rank ", rank_,
                   " was called after the process group was shut down (destroy_process_group)");
     }
-    if (!task.runHere || !queue_.empty() || running_) {
+    if (task.runHere.ask == nullptr || !queue_.empty() || running_) {
       queue_.emplace_back(id, std::move(task));
       wake_.notify_one();
       return;
@@ -39,7 +39,7 @@ void WorkQueue::push(Task task) {
     // condition is asked, outside the lock (it may wait a little for the peers).
     running_ = true;
   }
-  const bool here = task.runHere();
+  const bool here = task.runHere.ask(*task.runHere.comm, task.call.seq, task.runHere.bytes);
   if (here) run(id, task, "caller");  // no hand-off (see work_queue.h)
   bool wakeWorker;
   {
@@ -109,8 +109,8 @@ void WorkQueue::loop() {
 }
 
 void WorkQueue::run(uint64_t id, Task& task, const char* thread) {
-  recorder_.markStarted(id, thread);
   const auto start = std::chrono::steady_clock::now();
+  recorder_.markStarted(id, thread, start);
   std::exception_ptr error;
   try {
     task.body(task.call);
@@ -127,7 +127,7 @@ void WorkQueue::run(uint64_t id, Task& task, const char* thread) {
   } else {
     RING_LOG(kLogTrace, task.name, " (sequence ", task.call.seq, ") took ", ms, " ms");
   }
-  recorder_.markEnded(id, what);
+  recorder_.markEnded(id, what, end);
   if (finished_) finished_(task.work->retrieveOpType(), task.call.seq, start, end, error);
   task.work->complete(error);
 }

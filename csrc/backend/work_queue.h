@@ -37,9 +37,14 @@ class WorkQueue {
     CallInfo call;
     std::function<void(const CallInfo&)> body;
     // Set for a task the caller's thread may run itself, at push, when nothing of the group is
-    // queued or running; asked then (under the queue's lock, so it must be quick): true runs
-    // it there. Unset: always the worker.
-    std::function<bool()> runHere;
+    // queued or running; asked then, as ask(*comm, call.seq, bytes): true runs it there.
+    // Unset (ask null): always the worker. A plain function and its arguments: nothing
+    // allocated per call.
+    struct RunHere {
+      bool (*ask)(Communicator& comm, uint64_t seq, int64_t bytes) = nullptr;
+      Communicator* comm = nullptr;
+      int64_t bytes = 0;
+    } runHere;
   };
 
   // Called on the worker after each task, before its Work completes: what ran, when, and how it

@@ -104,10 +104,10 @@ WaitContext Communicator::waitContext(const Fingerprint& fp, const CallInfo& c) 
   ctx.timeout = c.timeout;
   ctx.deadline = ctx.start + c.timeout;
   ctx.spinMicros = spinMicros_;
-  std::string group = groupName_;
-  int rank = rank_, size = size_;
-  ctx.describe = [fp, group, rank, size] {
-    return strCat(describe(fp), " on rank ", rank, " of ", size, " in group '", group, "'");
+  // By reference: the context lives only inside guarded(), whose caller holds `fp`; two
+  // pointers fit std::function's inline buffer, so a call allocates nothing for its message.
+  ctx.describe = [this, &fp] {
+    return strCat(describe(fp), " on rank ", rank_, " of ", size_, " in group '", groupName_, "'");
   };
   Transport* t = transport_.get();
   ctx.checkHealth = [t](int peer) { t->checkHealth(peer); };

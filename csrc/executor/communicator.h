@@ -90,7 +90,8 @@ class Communicator {
   void abort(const std::string& reason);
   // Throws if the group is already broken or aborted (cheap; called before each collective).
   void checkHealth();
-  // Builds the WaitContext of one call ("all_reduce of ... on rank r of group g").
+  // Builds the WaitContext of one call ("all_reduce of ... on rank r of group g"). It refers to
+  // `fp`, which must outlive it.
   WaitContext waitContext(const Fingerprint& fp, const CallInfo& c);
 
  private:

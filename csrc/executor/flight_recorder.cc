@@ -13,9 +13,8 @@ void FlightRecorder::setCapacity(size_t capacity) {
   while (entries_.size() > capacity_) entries_.pop_front();
 }
 
-double FlightRecorder::nowMs() const {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - origin_)
-      .count();
+double FlightRecorder::msSinceOrigin(std::chrono::steady_clock::time_point t) const {
+  return std::chrono::duration<double, std::milli>(t - origin_).count();
 }
 
 uint64_t FlightRecorder::recordQueued(uint64_t seq, std::string collective, std::string detail) {
@@ -25,7 +24,7 @@ uint64_t FlightRecorder::recordQueued(uint64_t seq, std::string collective, std:
   e.collective = std::move(collective);
   e.detail = std::move(detail);
   e.state = "queued";
-  e.queuedAtMs = nowMs();
+  e.queuedAtMs = msSinceOrigin(std::chrono::steady_clock::now());
   entries_.emplace_back(nextId_, std::move(e));
   while (entries_.size() > capacity_) entries_.pop_front();
   return nextId_++;
@@ -38,20 +37,22 @@ FlightEntry* FlightRecorder::find(uint64_t id) {
   return nullptr;  // already evicted: nothing to update
 }
 
-void FlightRecorder::markStarted(uint64_t id, const char* thread) {
+void FlightRecorder::markStarted(uint64_t id, const char* thread,
+                                 std::chrono::steady_clock::time_point at) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (FlightEntry* e = find(id)) {
     e->state = "running";
     e->thread = thread;
-    e->startedAtMs = nowMs();
+    e->startedAtMs = msSinceOrigin(at);
   }
 }
 
-void FlightRecorder::markEnded(uint64_t id, const std::string& error) {
+void FlightRecorder::markEnded(uint64_t id, const std::string& error,
+                               std::chrono::steady_clock::time_point at) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (FlightEntry* e = find(id)) {
     e->state = error.empty() ? "completed" : "failed";
-    e->endedAtMs = nowMs();
+    e->endedAtMs = msSinceOrigin(at);
     e->error = error;
   }
 }

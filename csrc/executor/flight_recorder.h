@@ -30,16 +30,20 @@ class FlightRecorder {
   void setCapacity(size_t capacity);
   // Returns an id used by the updates below.
   uint64_t recordQueued(uint64_t seq, std::string collective, std::string detail);
-  // `thread`: "worker" or "caller" (backend/work_queue.h).
-  void markStarted(uint64_t id, const char* thread = "worker");
-  void markEnded(uint64_t id, const std::string& error);
+  // `thread`: "worker" or "caller" (backend/work_queue.h). `at`: when it happened, for a caller
+  // that has just read the clock itself (a read costs tens of ns here; a small collective
+  // is a few us).
+  void markStarted(uint64_t id, const char* thread = "worker",
+                   std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now());
+  void markEnded(uint64_t id, const std::string& error,
+                 std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now());
   std::vector<FlightEntry> snapshot() const;
   // One line per entry, oldest first.
   std::string dump() const;
 
  private:
   FlightEntry* find(uint64_t id);
-  double nowMs() const;
+  double msSinceOrigin(std::chrono::steady_clock::time_point t) const;
   size_t capacity_;
   mutable std::mutex mutex_;
   std::deque<std::pair<uint64_t, FlightEntry>> entries_;
