@@ -73,6 +73,7 @@ const EnvKnobs& env() {
     k.slots = static_cast<int>(readInt("TORCH_RING_SLOTS", 4, 2, 64));
     k.spinMicros = static_cast<int>(readInt("TORCH_RING_SPIN_US", -1, 0, 10000000));
     k.inlineBytes = readInt("TORCH_RING_INLINE_BYTES", 4 * 1024 * 1024, 0, int64_t{1} << 40);
+    k.directBytes = readInt("TORCH_RING_DIRECT_BYTES", 64 * 1024, 0, int64_t{1} << 40);
     k.debugLevel = readLevel();
     k.debugFile = readString("TORCH_RING_DEBUG_FILE");
     // torch's own knob for its flight recorders' length; ours keeps 64 entries by default.

@@ -24,6 +24,12 @@ struct EnvKnobs {
   // bytes runs on the caller's thread when the group is idle and every peer has issued it
   // (backend/work_queue.h), instead of on the group's worker.
   int64_t inlineBytes;
+  // TORCH_RING_DIRECT_BYTES (default 64 KiB, 0: never): in a group whose ranks all share
+  // memory, an all_reduce or all_gather runs in one direct round instead of around
+  // the ring (executor/direct_collectives.h) when what a rank sends in that round (its
+  // message, once to each of the n-1 others) is at most this many bytes and the message fits
+  // one slot. Every rank must set the same value.
+  int64_t directBytes;
   // TORCH_RING_DEBUG = WARN | INFO | TRACE, any case (default WARN).
   int debugLevel;
   // TORCH_RING_DEBUG_FILE (NCCL_DEBUG_FILE's counterpart): where log lines go instead of stderr,

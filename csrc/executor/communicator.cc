@@ -11,6 +11,7 @@
 #include "common/errors.h"
 #include "common/logging.h"
 #include "executor/cpu_executor.h"
+#include "executor/direct_collectives.h"
 #include "reduce/reduce_table.h"
 #include "schedule/ring_plan.h"
 #include "transport/host_identity.h"
@@ -75,6 +76,9 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   // After connect: an all-TCP group may have chosen larger slots; the plans slice by them.
   slotBytes_ = g.slotBytes;
   spinMicros_ = chooseSpin(localRanks, transport_->onlySharedMemory());
+  if (size > 1 && transport_->onlySharedMemory()) {
+    directBytes_ = opts.directBytes >= 0 ? opts.directBytes : env().directBytes;
+  }
   if (rank == 0) {
     RING_LOG(kLogInfo, size, " ranks, ring order 0 -> 1 -> ... -> ",
              size - 1, " -> 0");
@@ -146,11 +150,16 @@ PlanBuffers buffers(const void* in, void* out, DType t, RedOp op, int size) {
 void Communicator::allReduce(void* data, int64_t count, DType t, RedOp op, double factor,
                              const CallInfo& c) {
   Fingerprint fp = makeFingerprint(Collective::AllReduce, c.seq, count, t, op, -1);
+  if (goesDirect(count * static_cast<int64_t>(elementSize(t)))) fp.algorithm = Algorithm::Direct;
   guarded(fp, c, [&](const WaitContext& ctx) {
     // PREMUL_SUM scales this rank's contribution in place (all-reduce is in place anyway).
     if (op == RedOp::PreMulSum) scaleFn(t)(data, data, factor, count);
     if (size_ == 1) {
       if (op == RedOp::Avg) divideFn(t)(data, 1, count);
+      return;
+    }
+    if (fp.algorithm == Algorithm::Direct) {
+      directAllReduce(*transport_, data, count, buffers(data, data, t, op, size_), fp, ctx);
       return;
     }
     auto steps = planAllReduce(size_, rank_, count, sliceElems(slotBytes_, t));
@@ -179,7 +188,14 @@ void Communicator::reduceScatter(const void* input, void* output, int64_t countP
 void Communicator::allGather(const void* input, void* output, int64_t countPerRank, DType t,
                              const CallInfo& c) {
   Fingerprint fp = makeFingerprint(Collective::AllGather, c.seq, countPerRank, t, RedOp::Sum, -1);
+  if (goesDirect(countPerRank * static_cast<int64_t>(elementSize(t)))) {
+    fp.algorithm = Algorithm::Direct;
+  }
   guarded(fp, c, [&](const WaitContext& ctx) {
+    if (fp.algorithm == Algorithm::Direct) {
+      directAllGather(*transport_, input, output, countPerRank, elementSize(t), fp, ctx);
+      return;
+    }
     auto steps = planAllGather(size_, rank_, countPerRank, sliceElems(slotBytes_, t));
     PlanBuffers io{static_cast<const char*>(input), static_cast<char*>(output), elementSize(t),
                    nullptr, nullptr, 1};

@@ -6,8 +6,6 @@
 
 namespace ring {
 
-namespace {
-
 void fillHeader(MessageHeader* h, int myRank, int64_t step, int64_t bytes, const Fingerprint& fp) {
   h->magic = kMessageMagic;
   h->sender = myRank;
@@ -15,8 +13,6 @@ void fillHeader(MessageHeader* h, int myRank, int64_t step, int64_t bytes, const
   h->payloadBytes = bytes;
   h->fingerprint = fp;
 }
-
-}  // namespace
 
 // Each step touches each byte at most twice after it arrives: slot -> (reduce with local) ->
 // output and/or the next slot. Reducing straight into the outgoing slot (recvReduceSend)

@@ -279,7 +279,8 @@ __device__ __forceinline__ void storeHeader(MessageHeader* dst, const MessageHea
 
 __device__ __forceinline__ bool sameFingerprint(const Fingerprint& a, const Fingerprint& b) {
   return a.seq == b.seq && a.count == b.count && a.root == b.root &&
-         a.collective == b.collective && a.dtype == b.dtype && a.op == b.op;
+         a.collective == b.collective && a.dtype == b.dtype && a.op == b.op &&
+         a.algorithm == b.algorithm;
 }
 
 // ---- stopping ------------------------------------------------------------------------------------

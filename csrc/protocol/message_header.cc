@@ -25,7 +25,9 @@ std::string describe(const Fingerprint& f) {
     default:
       break;
   }
-  return s + strCat(", sequence ", f.seq);
+  s += strCat(", sequence ", f.seq);
+  if (f.algorithm == Algorithm::Direct) s += ", direct";
+  return s;
 }
 
 void verifyHeader(const MessageHeader& h, int myRank, int expectedSender, int64_t expectedStep,

@@ -18,6 +18,12 @@ namespace ring {
 
 constexpr uint32_t kMessageMagic = 0x52494e47u;  // "RING"
 
+// How a collective moves its data. Ring: the schedules of schedule/ring_plan.h, between ring
+// neighbours. Direct: one round in which every rank sends its message straight to every rank
+// that needs it (executor/direct_collectives.h). Every rank must choose the same one, so it is
+// part of the fingerprint: ranks configured differently get a mismatch error, not a hang.
+enum class Algorithm : uint8_t { Ring = 0, Direct = 1 };
+
 struct Fingerprint {
   uint64_t seq = 0;         // collective sequence number in the group (p2p: per-pair count)
   int64_t count = 0;        // elements of the collective as the sender sees it
@@ -25,11 +31,11 @@ struct Fingerprint {
   Collective collective = Collective::AllReduce;
   DType dtype = DType::UInt8;
   RedOp op = RedOp::Sum;
-  uint8_t reserved = 0;
+  Algorithm algorithm = Algorithm::Ring;
 
   bool operator==(const Fingerprint& o) const {
     return seq == o.seq && count == o.count && root == o.root && collective == o.collective &&
-           dtype == o.dtype && op == o.op;
+           dtype == o.dtype && op == o.op && algorithm == o.algorithm;
   }
   bool operator!=(const Fingerprint& o) const { return !(*this == o); }
 };
@@ -54,7 +60,7 @@ inline Fingerprint pointToPointFingerprint(uint64_t seq, int64_t bytes, int tag)
   return makeFingerprint(Collective::PointToPoint, seq, bytes, DType::UInt8, RedOp::Sum, tag);
 }
 
-// "all_reduce of 1000 float32 (op SUM), sequence 17"
+// "all_reduce of 1000 float32 (op SUM), sequence 17" (", direct" added for Algorithm::Direct)
 std::string describe(const Fingerprint& f);
 
 struct MessageHeader {

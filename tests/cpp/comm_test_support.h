@@ -20,13 +20,16 @@ namespace testing_support {
 
 using namespace std::chrono_literals;
 
-// 256-byte slots: a 20000-element float all-reduce on 7 ranks takes ~45 pipeline loops.
+// 256-byte slots: a 20000-element float all-reduce on 7 ranks takes ~45 pipeline loops. Every
+// collective goes around the ring (whatever TORCH_RING_DIRECT_BYTES says) unless a test sets
+// directBytes.
 inline CommOptions smallSlotOptions() {
   CommOptions o;
   o.timeout = std::chrono::seconds(10);
   o.groupName = "unit";
   o.slotBytes = 256;
   o.slots = 4;
+  o.directBytes = 0;
   return o;
 }
 

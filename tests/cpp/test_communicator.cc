@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -23,8 +24,19 @@ using namespace testing_support;
 
 const std::vector<int> kWorlds = {1, 2, 3, 4, 7};
 
-// The collectives' tests run once per world size, each its own test (named "world3").
-class CommunicatorInWorld : public ::testing::TestWithParam<int> {};
+// The collectives' tests run once per world size and way of moving small messages, each its
+// own test: "world3_ring" never goes direct, "world3_direct" sends every message of at most
+// one slot (256 bytes here) directly to the n-1 others (executor/direct_collectives.h), so
+// that the small counts take that path and the larger ones the ring, in one sequence of calls.
+class CommunicatorInWorld : public ::testing::TestWithParam<std::tuple<int, bool>> {
+ protected:
+  int world() const { return std::get<0>(GetParam()); }
+  std::vector<RankOutcome> group(int n, const std::function<void(Communicator&)>& body) const {
+    CommOptions o = smallSlotOptions();
+    o.directBytes = std::get<1>(GetParam()) ? o.slotBytes * (n - 1) : 0;
+    return runGroup(n, body, o);
+  }
+};
 
 std::vector<int64_t> countsFor(int n, bool large) {
   std::set<int64_t> c = {0, 1, n + 1, 1009};
@@ -60,10 +72,10 @@ std::vector<ReduceCase> allReduceCases(int n) {
 }
 
 TEST_P(CommunicatorInWorld, AllReduceMatchesClosedFormAndIsBitwiseIdenticalAcrossRanks) {
-  const int n = GetParam();
+  const int n = world();
   const auto cases = allReduceCases(n);
   std::vector<std::vector<uint64_t>> digests(cases.size(), std::vector<uint64_t>(n));
-  auto outcomes = runGroup(n, [&](Communicator& comm) {
+  auto outcomes = group(n, [&](Communicator& comm) {
     const int r = comm.rank();
     for (size_t k = 0; k < cases.size(); ++k) {
       const ReduceCase& c = cases[k];
@@ -98,8 +110,8 @@ const std::pair<DType, RedOp> kReducePairs[] = {{DType::Int64, RedOp::Sum},
 
 // Rank R ends with the reduction of every rank's block R; the input stays untouched.
 TEST_P(CommunicatorInWorld, ReduceScatterReducesBlockRankIntoEachRank) {
-  const int n = GetParam();
-  auto outcomes = runGroup(n, [&](Communicator& comm) {
+  const int n = world();
+  auto outcomes = group(n, [&](Communicator& comm) {
     const int r = comm.rank();
     uint64_t seq = 0;
     for (int64_t c : countsFor(n, false)) {
@@ -124,8 +136,8 @@ TEST_P(CommunicatorInWorld, ReduceScatterReducesBlockRankIntoEachRank) {
 TEST_P(CommunicatorInWorld, AllGatherCollectsEveryRanksBlockAlsoInPlace) {
   const DType t = DType::Float16;
   auto value = [](int q, int64_t i) { return q * 100.0 + static_cast<double>(i % 50); };
-  const int n = GetParam();
-  auto outcomes = runGroup(n, [&](Communicator& comm) {
+  const int n = world();
+  auto outcomes = group(n, [&](Communicator& comm) {
     const int r = comm.rank();
     uint64_t seq = 0;
     for (int64_t c : countsFor(n, false)) {
@@ -149,8 +161,8 @@ TEST_P(CommunicatorInWorld, AllGatherCollectsEveryRanksBlockAlsoInPlace) {
 TEST_P(CommunicatorInWorld, BroadcastFromEveryRoot) {
   const DType t = DType::UInt8;
   auto value = [](int q, int64_t i) { return static_cast<double>((q * 37 + i) % 256); };
-  const int n = GetParam();
-  auto outcomes = runGroup(n, [&](Communicator& comm) {
+  const int n = world();
+  auto outcomes = group(n, [&](Communicator& comm) {
     uint64_t seq = 0;
     for (int root = 0; root < n; ++root) {
       for (int64_t c : countsFor(n, false)) {
@@ -167,8 +179,8 @@ TEST_P(CommunicatorInWorld, BroadcastFromEveryRoot) {
 // From every root: the root's output holds the reduction; other ranks' outputs are never
 // written, and no rank's input is.
 TEST_P(CommunicatorInWorld, ReduceToEveryRootLeavesOtherOutputsUntouched) {
-  const int n = GetParam();
-  auto outcomes = runGroup(n, [&](Communicator& comm) {
+  const int n = world();
+  auto outcomes = group(n, [&](Communicator& comm) {
     const int r = comm.rank();
     uint64_t seq = 0;
     for (int root = 0; root < n; ++root) {
@@ -194,8 +206,8 @@ TEST_P(CommunicatorInWorld, ReduceToEveryRootLeavesOtherOutputsUntouched) {
 TEST_P(CommunicatorInWorld, GatherAndScatterFromEveryRoot) {
   auto gathered = [](int q, int64_t i) { return q * 1000.0 + static_cast<double>(i % 1000); };
   auto scattered = [](int root, int q, int64_t i) { return root * 0.5 + q * 1e6 + i; };
-  const int n = GetParam();
-  auto outcomes = runGroup(n, [&](Communicator& comm) {
+  const int n = world();
+  auto outcomes = group(n, [&](Communicator& comm) {
     const int r = comm.rank();
     uint64_t seq = 0;
     for (int root = 0; root < n; ++root) {
@@ -228,7 +240,7 @@ TEST_P(CommunicatorInWorld, AllToAllWithUnevenByteCounts) {
   const DType t = DType::Int32;
   auto elems = [](int from, int to) -> int64_t { return ((from + 2 * to) % 4) * 37; };
   auto value = [](int from, int to, int64_t k) { return from * 1e6 + to * 1e4 + k; };
-  const int n = GetParam();
+  const int n = world();
   for (int slots : {2, 4}) {
     CommOptions opts = smallSlotOptions();
     opts.slots = slots;
@@ -266,9 +278,9 @@ TEST_P(CommunicatorInWorld, AllToAllWithUnevenByteCounts) {
 
 // Ranks arrive at staggered times; none may leave before the last has arrived.
 TEST_P(CommunicatorInWorld, BarrierHoldsEveryRankUntilAllArrive) {
-  const int n = GetParam();
+  const int n = world();
   std::atomic<int> arrived{0};
-  auto outcomes = runGroup(n, [&](Communicator& comm) {
+  auto outcomes = group(n, [&](Communicator& comm) {
     for (uint64_t round = 0; round < 3; ++round) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10 * ((comm.rank() + round) % n)));
       arrived.fetch_add(1);
@@ -281,10 +293,12 @@ TEST_P(CommunicatorInWorld, BarrierHoldsEveryRankUntilAllArrive) {
   expectAllOk(outcomes);
 }
 
-INSTANTIATE_TEST_SUITE_P(Worlds, CommunicatorInWorld, ::testing::ValuesIn(kWorlds),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return "world" + std::to_string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Worlds, CommunicatorInWorld, ::testing::Combine(::testing::ValuesIn(kWorlds), ::testing::Bool()),
+    [](const ::testing::TestParamInfo<std::tuple<int, bool>>& info) {
+      return "world" + std::to_string(std::get<0>(info.param)) +
+             (std::get<1>(info.param) ? "_direct" : "_ring");
+    });
 
 // ---- FIFO depth ------------------------------------------------------------------------------
 

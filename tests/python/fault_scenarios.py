@@ -107,6 +107,17 @@ def scenario_mismatch_op():
     os._exit(0)
 
 
+def scenario_mismatch_direct_bytes():
+    # TORCH_RING_DIRECT_BYTES set on rank 0 only (read when the group starts): rank 0 moves a
+    # 400-byte all_reduce around the ring, the others in one direct round.
+    if os.environ["RANK"] == "0":
+        os.environ["TORCH_RING_DIRECT_BYTES"] = "0"
+    rank, world = init()
+    err, msg, took = run_and_capture(lambda: dist.all_reduce(torch.ones(100)))
+    report(rank=rank, error=err, message=msg, elapsed=took)
+    os._exit(0)
+
+
 def scenario_mismatch_root():
     # A broadcast root only sends, so it may finish before a receiver sees the wrong root; its
     # next collective must then fail with that cause.

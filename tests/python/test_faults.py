@@ -63,6 +63,7 @@ def test_killed_rank_makes_survivors_fail_fast_naming_it():
     ("mismatch_dtype", ["float32", "float64"]),
     ("mismatch_op", ["SUM", "MAX"]),
     ("mismatch_root", ["root 0", "root 1"]),
+    ("mismatch_direct_bytes", ["all_reduce of 100 float32", "direct"]),
 ])
 def test_mismatched_collectives_fail_on_every_rank(scenario, fragments):
     world = 3 if scenario == "mismatch_root" else 2
