@@ -161,10 +161,18 @@ def _measure_sweep(name, plan, group, backend, ctx, table):
         yield m
 
 
-def _settle(group, device, calls=50):
-    """Untimed tiny calls before a backend's first size, so that connection set-up (nccl's
-    communicator) and the scheduler's first placement of its threads are not timed."""
-    token = torch.zeros(1, device=device)
+# Untimed small all_reduces before each backend's sweep of a collective (the MPI ranks make the
+# same calls). Connection set-up (nccl's communicator) and the scheduler's first placement of
+# the backend's threads must not be timed, and on this VM the first few hundred calls after
+# the memory warm-up were now and then 4-5x slower (a 16-byte all_reduce: 25-28 us instead of
+# 6 for about 250 calls; the small sizes are timed over 50 calls each, so a table's first rows
+# showed it). nccl-tests warms up every size; this warms up each backend.
+SETTLE_CALLS = 1000
+SETTLE_ELEMENTS = 256  # 1 KiB of float32
+
+
+def _settle(group, device, calls=SETTLE_CALLS):
+    token = torch.zeros(SETTLE_ELEMENTS, device=device)
     for _ in range(calls):
         dist.all_reduce(token, group=group)
     _synchronize(device)

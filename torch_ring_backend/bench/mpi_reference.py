@@ -110,7 +110,7 @@ def _rank_main(plan_path, result_path):
     from mpi4py import MPI
 
     from .cases import COLLECTIVES, DTYPES, RankContext
-    from .measure import warm_up
+    from .measure import SETTLE_CALLS, SETTLE_ELEMENTS, warm_up
 
     comm = MPI.COMM_WORLD
     warm_up(torch.device("cpu"))  # as ring's ranks do (measure.WARM_UP_SECONDS)
@@ -122,6 +122,10 @@ def _rank_main(plan_path, result_path):
     for name, sizes in plan["plans"].items():
         spec = COLLECTIVES[name]
         measured = []
+        # As measure._settle does for the torch backends before each collective's sweep.
+        token = torch.zeros(SETTLE_ELEMENTS, dtype=torch.float32).numpy()
+        for _ in range(SETTLE_CALLS):
+            comm.Allreduce(MPI.IN_PLACE, token)
         for nbytes, count, timed, warmup in sizes:
             case = spec.build(ctx, count)
             m = _measure_one(name, case, comm, MPI, plan["op"], timed, warmup, spec.reduces)
