@@ -34,6 +34,8 @@ The benchmark is a package, one job per file; each file imports only the ones li
   mpi_reference.py  the MPI reference: the same plan through mpi4py, in ranks of its own
   launch.py   main(): local ranks or torchrun, run_rank, the ring-then-reference sweep
   __main__.py `python -m torch_ring_backend.bench`
+  spread.py   `python -m torch_ring_backend.bench.spread run*.json`: the slowest over the
+              fastest of several runs' --json files, per collective and size (imports none)
 
 The names below are re-exported, so `from torch_ring_backend import bench` and the console
 script (torch_ring_backend.bench:main) find them here as before; bench.measure, though, is now
