@@ -308,11 +308,7 @@ void Communicator::allToAll(const void* input, void* output,
           int64_t chunk = std::min(cap, sendCounts[to] - sent);
           OutSlot o = sl.acquire(ctx);
           if (chunk > 0) std::memcpy(o.payload, in + sendOffsets[to] + sent, chunk);
-          o.header->magic = kMessageMagic;
-          o.header->sender = rank_;
-          o.header->step = sendStep++;
-          o.header->payloadBytes = chunk;
-          o.header->fingerprint = sfp;
+          fillHeader(o.header, rank_, sendStep++, chunk, sfp);
           sl.publish();
           sent += chunk;
           sendDone = sent >= sendCounts[to];

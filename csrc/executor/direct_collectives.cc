@@ -19,11 +19,9 @@ void sendToAll(Transport& t, const void* data, int64_t bytes, const Fingerprint&
   const int n = t.size();
   for (int k = 1; k < n; ++k) {
     SendLink& link = t.sendLink(Channel::Collective, (me + k) % n);
+    // One slot per message: the receivers take exactly one (receiveFrom).
     RING_ASSERT(bytes <= link.capacity(), "a direct message of ", bytes, " bytes");
-    OutSlot out = link.acquire(ctx);
-    if (bytes > 0) std::memcpy(out.payload, data, static_cast<size_t>(bytes));
-    fillHeader(out.header, me, 0, bytes, fp);
-    link.publish();
+    sendBytes(link, me, data, bytes, fp, ctx);
   }
 }
 
