@@ -9,67 +9,31 @@
 // Errors (a header mismatch the kernel recorded, a timeout, a broken group) reach wait(),
 // exception() and isSuccess(). The Future cannot carry them: it is completed at enqueue, as
 // NCCL's is; instead the failure breaks the group, so the next collective on any rank raises.
+// The kernel's progress and outcome are the torch-free CudaTask's (executor/cuda_task.h); this
+// class adds torch's view of it.
 #pragma once
 
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
-#include <cuda_runtime.h>
-
 #include <chrono>
 #include <memory>
-#include <mutex>
-#include <string>
 #include <vector>
 
-#include "executor/communicator.h"
-#include "executor/flight_recorder.h"
-#include "transport/cuda_ipc/cuda_ring_links.h"
+#include "executor/cuda_task.h"
 
 namespace ring {
 
-// What a group's CUDA works share, and may outlive the backend through (a user can keep a Work
-// after destroy_process_group): the links (inbox memory), and the way back to the
-// communicator and flight recorder, which the backend detaches when it goes.
-class CudaGroupState {
- public:
-  CudaGroupState(std::unique_ptr<CudaRingLinks> links, Communicator* comm, FlightRecorder* recorder,
-                 int rank, int size);
-  CudaRingLinks& links() { return *links_; }
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-
-  // The first failure wins: stops this rank's kernels (abort word), keeps the inbox allocated
-  // (a peer's kernel may still write into it) and marks the group broken, so that every other
-  // rank's watchdog stops its kernels too and every rank's next collective raises.
-  void breakGroup(const std::string& reason);
-  // The first failure, or "" while healthy.
-  std::string brokenReason() const;
-  // Throws CommError if this rank's group is broken, aborted, or lost a rank.
-  void checkHealth();
-
-  uint64_t recordQueued(uint64_t seq, const std::string& name, const std::string& detail);
-  void recordEnded(uint64_t id, const std::string& error);
-  // Called by the backend before it goes: no more calls into the communicator or recorder.
-  void detach();
-
- private:
-  std::unique_ptr<CudaRingLinks> links_;
-  const int rank_;
-  const int size_;
-  mutable std::mutex mutex_;
-  Communicator* comm_;
-  FlightRecorder* recorder_;
-  std::string broken_;
-};
+// A Future for `device`'s tensors: with the device list, since a Future without devices does
+// no stream synchronization at all for CUDA tensors.
+c10::intrusive_ptr<c10::ivalue::Future> cudaFuture(at::Device device);
 
 class CudaRingWork : public c10d::Work {
  public:
-  // Takes ownership of `end`, recorded on the comm stream after the kernel.
-  CudaRingWork(int rank, c10d::OpType type, uint64_t seq, std::string what,
-               std::vector<at::Tensor> outputs, at::Device device, cudaEvent_t end,
-               std::chrono::milliseconds timeout, bool blockingWait, uint64_t recordId,
-               std::shared_ptr<CudaGroupState> state);
+  // `future` is already completed (under the comm stream, right behind the kernel).
+  CudaRingWork(c10d::OpType type, std::shared_ptr<CudaTask> task, std::vector<at::Tensor> outputs,
+               at::Device device, bool blockingWait,
+               c10::intrusive_ptr<c10::ivalue::Future> future);
   ~CudaRingWork() override;
 
   bool isCompleted() override;
@@ -79,39 +43,14 @@ class CudaRingWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   uint64_t getSequencenumber() const override;
 
-  // On the enqueuing thread, with the comm stream current (a CUDAStreamGuard).
-  void markFutureCompleted();
-
-  // Any thread: if the kernel has ended, reads the device record and finishes the work (once).
-  // Returns whether the kernel has ended.
-  bool poll();
-  // Finishes the work with `reason` (a timeout or a broken group) unless it already finished.
-  void fail(const std::string& reason);
-  bool finished();
-
-  const std::string& what() const { return what_; }
-  std::chrono::milliseconds timeout() const { return timeout_; }
-  std::chrono::milliseconds elapsed() const;
-
  private:
-  void finishOnce(std::exception_ptr error, const std::string& text);
   void streamWait();
 
-  const uint64_t seq_;
-  const std::string what_;  // "all_reduce of 1000 float32 (op SUM), sequence 3"
+  const std::shared_ptr<CudaTask> task_;
   std::vector<at::Tensor> outputs_;
   const at::Device device_;
-  cudaEvent_t end_;
-  const std::chrono::milliseconds timeout_;
   const bool blockingWait_;
-  const uint64_t recordId_;
-  const std::chrono::steady_clock::time_point enqueued_;
-  std::shared_ptr<CudaGroupState> state_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
-
-  std::mutex pollMutex_;
-  bool kernelEnded_ = false;
-  bool finished_ = false;
 };
 
 }  // namespace ring

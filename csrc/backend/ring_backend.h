@@ -6,6 +6,9 @@
 //   - CPU tensors: the group's worker runs the host ring over them (work_queue.h);
 //   - other CUDA tensors: the same host call over pinned host copies (staging.h).
 // Point-to-point operations go to their own progress engine (executor/p2p_engine.h).
+// Defined in three files: ring_backend.cc (the collectives and their dispatch, the CUDA path's
+// set-up), ring_backend_group.cc (life, coalescing, settings, split and shrink) and
+// ring_backend_p2p.cc (point-to-point).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>

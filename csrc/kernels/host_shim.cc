@@ -55,9 +55,35 @@ void setBlockThreads(int threads) {
                             std::memory_order_relaxed);
 }
 
-void runGrid(dim3 grid, dim3 block, void (*body)(void* closure), void* closure) {
-  const unsigned perBlock = std::min<unsigned>(block.x, static_cast<unsigned>(blockThreads()));
+namespace {
+
+// Starts one block's host threads on `barrier` (one per thread the block runs), each with its
+// built-ins set, running `run()`; the caller joins them.
+template <typename Run>
+void startBlock(std::vector<std::thread>* threads, BlockBarrier* barrier, dim3 grid,
+                unsigned perBlock, uint3 index, const Run& run) {
   const dim3 shape(perBlock);
+  for (unsigned t = 0; t < perBlock; ++t) {
+    threads->emplace_back([=] {
+      threadIdx = uint3{t, 0, 0};
+      blockIdx = index;
+      blockDim = shape;
+      gridDim = grid;
+      tlsBarrier = barrier;
+      run();
+      tlsBarrier = nullptr;
+    });
+  }
+}
+
+unsigned threadsPerBlock(dim3 block) {
+  return std::min<unsigned>(block.x, static_cast<unsigned>(blockThreads()));
+}
+
+}  // namespace
+
+void runGrid(dim3 grid, dim3 block, void (*body)(void* closure), void* closure) {
+  const unsigned perBlock = threadsPerBlock(block);
   // One barrier per block; every block is co-resident (all its threads run at once), as a
   // ring kernel's blocks must be on a GPU.
   std::vector<std::unique_ptr<BlockBarrier>> barriers;
@@ -67,21 +93,26 @@ void runGrid(dim3 grid, dim3 block, void (*body)(void* closure), void* closure) 
   std::vector<std::thread> threads;
   threads.reserve(static_cast<size_t>(grid.x) * perBlock);
   for (unsigned b = 0; b < grid.x; ++b) {
-    for (unsigned t = 0; t < perBlock; ++t) {
-      BlockBarrier* barrier = barriers[b].get();
-      threads.emplace_back([=] {
-        threadIdx = uint3{t, 0, 0};
-        blockIdx = uint3{b, 0, 0};
-        blockDim = shape;
-        gridDim = dim3(grid.x);
-        tlsBarrier = barrier;
-        body(closure);
-        tlsBarrier = nullptr;
-      });
-    }
+    startBlock(&threads, barriers[b].get(), dim3(grid.x), perBlock, uint3{b, 0, 0},
+               [body, closure] { body(closure); });
   }
   for (std::thread& t : threads) t.join();
 }
 
 }  // namespace hostshim
 }  // namespace ring
+
+#if defined(RING_CUDA_EMULATOR)
+// The device side of an emulated launch (cuda_emulator's <cuda_runtime.h> declares it): one
+// block's threads with their built-ins and barrier; the emulator starts each block once the
+// emulated device has room for it, so blocks are co-resident only as far as the device allows.
+void cudaemu::runBlockThreads(const BlockLaunch& launch) {
+  const unsigned perBlock = ring::hostshim::threadsPerBlock(launch.block);
+  ring::hostshim::BlockBarrier barrier(static_cast<int>(perBlock));
+  std::vector<std::thread> threads;
+  threads.reserve(perBlock);
+  ring::hostshim::startBlock(&threads, &barrier, launch.grid, perBlock, launch.blockIdx,
+                             [&launch] { launch.threadMain(launch.launch); });
+  for (std::thread& t : threads) t.join();
+}
+#endif

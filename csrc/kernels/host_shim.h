@@ -12,6 +12,12 @@
 //
 // What it cannot show: anything about GPU speed, caching (__ldcv is a plain load here), warps,
 // or the weaker-than-C++ corners of the PTX model. Those need a GPU (scripts/gpu_check.sh).
+//
+// Two runtimes underneath. Alone (RING_HOST_KERNELS), the shim carries a tiny synchronous
+// runtime of its own: a launch runs the whole grid and returns, every copy is immediate. With
+// RING_CUDA_EMULATOR as well, the runtime API comes from the emulated CUDA runtime of the tests
+// (tests/cpp/cuda_emulator: streams, events, IPC, a device of limited size), and the shim keeps
+// only the built-ins; the emulator runs each block through runBlockThreads (host_shim.cc).
 #pragma once
 
 #if !defined(RING_HOST_KERNELS)
@@ -40,6 +46,9 @@
 #define __grid_constant__
 
 // ---- vector and index types ------------------------------------------------------------------------
+#if defined(RING_CUDA_EMULATOR)
+#include <cuda_runtime.h>  // the emulated runtime: vector types and the whole runtime API
+#else
 struct alignas(16) uint4 {
   unsigned int x, y, z, w;
 };
@@ -51,6 +60,7 @@ struct dim3 {
   dim3() = default;
   dim3(unsigned int vx, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
 };
+#endif
 
 // Per host thread: which CUDA thread of which block it plays, and the launch's shape.
 inline thread_local uint3 threadIdx;
@@ -90,9 +100,10 @@ BlockBarrier* currentBarrier();
 int blockThreads();
 void setBlockThreads(int threads);
 
-// Runs `body(blockIndex, threadIndex)` on grid.x * min(block.x, blockThreads()) host threads,
-// each with its threadIdx/blockIdx/blockDim/gridDim set, and joins them all: a launch returns
-// when the "kernel" has ended (the host stream is synchronous).
+// Runs `body(closure)` on grid.x * min(block.x, blockThreads()) host threads, each with its
+// threadIdx/blockIdx/blockDim/gridDim set, every block at once, and joins them all: a launch
+// returns when the "kernel" has ended (the synchronous build's stream). Under the emulator,
+// cudaemu::runBlockThreads runs one block the same way, when the emulated device has room.
 void runGrid(dim3 grid, dim3 block, void (*body)(void* closure), void* closure);
 
 }  // namespace hostshim
@@ -159,7 +170,9 @@ inline int __syncthreads_or(int predicate) {
   return ring::hostshim::currentBarrier()->arriveAndWait(predicate != 0);
 }
 
-// ---- the runtime API the launchers call ---------------------------------------------------------------
+// ---- the runtime API the launchers call (the synchronous build's own) -----------------------------------
+#if !defined(RING_CUDA_EMULATOR)
+
 
 enum cudaError_t : int {
   cudaSuccess = 0,
@@ -251,3 +264,5 @@ inline cudaError_t cudaLaunchKernel(void (*kernel)(P...), dim3 grid, dim3 block,
   ring::hostshim::runGrid(grid, block, &ring::hostshim::KernelCall<P...>::run, &call);
   return cudaSuccess;
 }
+
+#endif  // !RING_CUDA_EMULATOR

@@ -115,8 +115,32 @@ RING_HOST_DEVICE void divideRange(void* data, int64_t divisor, int64_t begin, in
   }
 }
 
-// out[i] = in[i] * factor, for PREMUL_SUM's pre-multiplication. Computed in double and
-// converted back (integers truncate toward zero).
+// a * b rounded to double before anything else touches it. Why: nvcc fuses `c + a * b` into
+// one multiply-add by default (--fmad=true), rounding once where the CPU path rounds twice, so
+// a float64 PREMUL_SUM would give the GPU other bits than the CPU ranks. __dmul_rn is never
+// contracted; on the host an empty asm that takes and gives back the product forces the
+// rounded value into a register first, so no contraction spans it either (host builds with
+// FMA contraction: CMakeLists.txt). float32 and the 16-bit types need none of this: their
+// double product is narrowed before the add, and no contraction crosses a conversion.
+RING_HOST_DEVICE double mulRounded(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  double p = a * b;
+#if defined(__GNUC__) && defined(__x86_64__)
+  __asm__("" : "+x"(p));
+#elif defined(__GNUC__) && defined(__aarch64__)
+  __asm__("" : "+w"(p));
+#else
+  volatile double v = p;
+  p = v;
+#endif
+  return p;
+#endif
+}
+
+// out[i] = in[i] * factor, for PREMUL_SUM's pre-multiplication. Computed in double (rounded
+// before any later add: mulRounded) and converted back (integers truncate toward zero).
 template <DType D>
 RING_HOST_DEVICE void scaleRange(void* out, const void* in, double factor, int64_t begin,
                                  int64_t end) {
@@ -125,7 +149,7 @@ RING_HOST_DEVICE void scaleRange(void* out, const void* in, double factor, int64
   T* o = static_cast<T*>(out);
   const T* x = static_cast<const T*>(in);
   for (int64_t i = begin; i < end; ++i) {
-    o[i] = narrow<T>(static_cast<A>(static_cast<double>(widen(x[i])) * factor));
+    o[i] = narrow<T>(static_cast<A>(mulRounded(static_cast<double>(widen(x[i])), factor)));
   }
 }
 

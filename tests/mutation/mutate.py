@@ -168,6 +168,92 @@ MUTANTS = [
            "  if (sameAllReduce) {", "  if (false) {", "py",
            "tests/python/test_backend_api.py -x -q -k coalescing",
            why="a coalesced block's all_reduces run one by one"),
+    Mutant("premul_product_fused", "csrc/reduce/reduce_ops.h",
+           "mulRounded(static_cast<double>(widen(x[i])), factor)",
+           "static_cast<double>(widen(x[i])) * factor", "cpp",
+           "HostKernelRounding.*", quick=True, binaries=("ring_host_kernel_tests",),
+           why="float64 PREMUL_SUM's product is left to the compiler, which fuses it into the "
+               "add (nvcc does by default): other bits than the CPU ranks'"),
+    Mutant("gpu_check_pytest_sigterm", "scripts/gpu_check_pytest.sh",
+           "timeout -s INT -k", "timeout -s TERM -k", "py",
+           "tests/python/test_gpu_check.py -x -q -k stopped_at_its_cap",
+           why="a test phase stopped at its cap is killed before pytest writes its XML"),
+    Mutant("gpu_probe_wait_ignored", "scripts/gpu_probe.py",
+           "answer = answers.get(timeout=wait_s)", "answer = answers.get()", "py",
+           "tests/python/test_gpu_check.py -x -q -k never_answers",
+           why="the probe waits for a child that died as long as the phase's whole cap"),
+    # The CUDA path's host code over the emulated runtime (tests/cpp/test_cuda_engine*.cc).
+    Mutant("cuda_comm_stream_not_waiting", "csrc/executor/cuda_ring_engine.cc",
+           "  check(cudaStreamWaitEvent(commStream_, ready_, 0), \"cudaStreamWaitEvent\",\n"
+           "        \"ordering the comm stream after the caller's\");", "", "cpp",
+           "CudaEngine.TheKernelStartsAfterTheCallersStream", quick=True,
+           binaries=("ring_cuda_engine_tests",),
+           why="the kernel does not wait for the caller's stream: it reduces a stale input"),
+    Mutant("cuda_record_read_before_end_event", "csrc/executor/cuda_task.cc",
+           "  cudaError_t q = cudaEventQuery(end_);",
+           "  cudaError_t q = state_->links().errorRecord().status != kDeviceOk\n"
+           "                      ? cudaSuccess : cudaEventQuery(end_);", "cpp",
+           "CudaEngineFailures.ATaskEndsOnlyWithItsEndEvent", binaries=("ring_cuda_engine_tests",),
+           why="an error record seen before the end event counts as the kernel's end: the task "
+               "is dropped while its kernel may still run"),
+    Mutant("cuda_watchdog_never_checks_health", "csrc/executor/cuda_watchdog.cc",
+           "        state_->checkHealth();", "        (void)0;", "cpp",
+           "CudaEngineFailures.ABrokenGroupStopsTheKernelsInFlight",
+           binaries=("ring_cuda_engine_tests",),
+           why="a peer's failure is not seen by the watchdog: the kernels spin until the timeout"),
+    Mutant("cuda_abort_word_never_raised", "csrc/executor/cuda_group_state.cc",
+           "  links_->requestAbort();", "", "cpp",
+           "CudaEngineFailures.ABrokenGroupStopsTheKernelsInFlight",
+           binaries=("ring_cuda_engine_tests",), timeout=120,
+           why="a broken group fails the tasks but never raises the abort word: the kernels "
+               "spin on until their own spin limit"),
+    Mutant("cuda_timeout_never_fires", "csrc/executor/cuda_watchdog.cc",
+           "      if (t->elapsed() > t->timeout()) {", "      if (false) {", "cpp",
+           "CudaEngineFailures.ATimeoutFailsEveryCallingRankWithinTheBound",
+           binaries=("ring_cuda_engine_tests",), timeout=120,
+           why="the watchdog never times a kernel out: only the device's spin limit ends it"),
+    # CudaRingLinks, the launcher and the kernels over the emulated CUDA runtime
+    # (tests/cpp/test_emulated_ring_*.cc).
+    Mutant("cuda_inbox_freed_before_barrier", "csrc/transport/cuda_ipc/cuda_ring_links.cc",
+           "  (void)unmapThenMeet(store, closedKey(), timeout);",
+           "  release();\n  (void)unmapThenMeet(store, closedKey(), timeout);", "cpp",
+           "EmulatedRingProcessesClose.ALateCloserTripsNothing", quick=True,
+           binaries=("ring_cuda_emulated_tests",),
+           why="closeCollectively frees the inbox before the store barrier: a late peer still "
+               "has it mapped (undefined in CUDA; the emulator aborts)"),
+    Mutant("cuda_decline_frees_before_peers_unmapped",
+           "csrc/transport/cuda_ipc/cuda_ring_links.cc",
+           "    if (unmapThenMeet(store, declinedKey(), opts.timeout)) release();",
+           "    release();", "cpp",
+           "EmulatedRingProcessesFailures.AnExportFailureDeclinesEveryRank", quick=True,
+           binaries=("ring_cuda_emulated_tests",),
+           why="a declined ring frees its inbox while a peer that had opened it is still "
+               "closing it"),
+    Mutant("cuda_coresidency_unchecked", "csrc/transport/cuda_ipc/cuda_ring_links.cc",
+           "    fatal = coResidencyProblem(", "    (void)coResidencyProblem(", "cpp",
+           "EmulatedRingThreadsFailures.MoreBlocksThanTheGpuHoldsAreRefused*", quick=True,
+           binaries=("ring_cuda_emulated_tests",),
+           why="a grid is launched without the co-residency check: more blocks than the GPU "
+               "holds wait for each other, a hang instead of an error at set-up"),
+    Mutant("cuda_threads_over_ipc", "csrc/transport/cuda_ipc/peer_info.cc",
+           "  c.path = sameProcess ? PeerPath::Direct : PeerPath::Ipc;",
+           "  c.path = PeerPath::Ipc;", "cpp",
+           "WorldsAndChannels/EmulatedRingThreads.*world2_channels1", quick=True,
+           binaries=("ring_cuda_emulated_tests",),
+           why="threads of one process open each other's IPC handles (CUDA refuses: invalid "
+               "device context), so the ring declines"),
+    Mutant("cuda_inbox_not_zeroed", "csrc/transport/cuda_ipc/cuda_ring_links.cc",
+           "  cudaError_t e = cudaMemsetAsync(inbox_, 0, static_cast<size_t>(bytes), s);",
+           "  cudaError_t e = cudaSuccess;", "cpp",
+           "WorldsAndChannels/EmulatedRingThreads.*world2_channels1", quick=True,
+           binaries=("ring_cuda_emulated_tests",),
+           why="the inbox's counters start as whatever cudaMalloc left there"),
+    Mutant("cuda_stack_not_sized_at_set_up", "csrc/kernels/ring_launcher.cu",
+           "  if (f.maxLocalBytes > stack) {", "  if (false) {", "cpp",
+           "EmulatedRingThreadsFailures.TheStackIsSizedAtSetUpNotAtALaunch",
+           binaries=("ring_cuda_emulated_tests",), timeout=120,
+           why="the stack limit is left to the first launch, which waits for an idle device "
+               "while a peer's kernel spins"),
 ]
 
 
@@ -266,7 +352,8 @@ def test(m, timeout):
             failed.append(f"no test of {m.binaries} matches {m.tests}")
         return failed
     if m.kind == "tsan":
-        env = dict(os.environ, TSAN_BUILD_DIR=TSAN_BUILD, TSAN_FILTER=m.tests)
+        env = dict(os.environ, TSAN_BUILD_DIR=TSAN_BUILD, TSAN_FILTER=m.tests,
+                   TSAN_EMULATED_FILTER="")  # the host kernels' binary only
         rc = run(["bash", "scripts/tsan.sh"], timeout=timeout, env=env)
         return [] if rc == 0 else [f"tsan: {rc}"]
     env = dict(os.environ, PYTHONPATH=TREE)

@@ -13,28 +13,12 @@
 #include "kernels/host_control.h"
 #include "schedule/partition.h"
 #include "transport/cuda_ipc/cuda_check.h"
+#include "transport/cuda_ipc/device_scope.h"
 #include "transport/cuda_ipc/ipc_handles.h"
 #include "transport/cuda_ipc/peer_info.h"
 
 namespace ring {
 namespace {
-
-// Makes `device` current for the set-up and restores the caller's device afterwards.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = -1;
-    (void)cudaGetLastError();
-    RING_CUDA_CHECK(cudaSetDevice(device), "making cuda:", device, " current");
-  }
-  ~DeviceScope() {
-    if (saved_ >= 0) (void)cudaSetDevice(saved_);
-    (void)cudaGetLastError();
-  }
-
- private:
-  int saved_ = -1;
-};
 
 // The ordinal under which this process sees the GPU with `uuid`, or -1.
 int localOrdinalOf(const uint8_t* uuid) {
@@ -57,6 +41,7 @@ int localOrdinalOf(const uint8_t* uuid) {
 std::string infoKey(int rank) { return strCat("ring/cuda/info/", rank); }
 std::string verdictKey(int rank) { return strCat("ring/cuda/verdict/", rank); }
 std::string closedKey() { return "ring/cuda/closed"; }
+std::string declinedKey() { return "ring/cuda/declined"; }
 
 void copyProblem(CudaPeerInfo* info, const std::string& text) {
   std::strncpy(info->problem, text.c_str(), sizeof info->problem - 1);
@@ -218,13 +203,14 @@ CudaRingLinks::CudaRingLinks(Store& store, int rank, int size, const CudaLinkOpt
       declineReason_ = v.size() > 3 ? v.substr(v.find(':') + 1) : v;
     }
   }
-  if (!firstFatal.empty()) {
-    release();  // no kernel ever ran: nothing can still write into this memory
-    throw RingError(firstFatal);
-  }
-  if (!usable_) {
+  // Refused or declined: no kernel ever ran, so nothing writes into this memory; but a peer
+  // whose own links were fine has already opened this rank's inbox, and freeing an exported
+  // allocation before every importer closed it is undefined in CUDA. So unmap, meet every
+  // rank at the store (they all reach this same verdict), then free.
+  if (!firstFatal.empty() || !usable_) {
+    if (unmapThenMeet(store, declinedKey(), opts.timeout)) release();
+    if (!firstFatal.empty()) throw RingError(firstFatal);
     description_ = "declined: " + declineReason_;
-    release();  // no kernel ever ran: nothing can still write into this memory
     return;
   }
   peers_.ownInbox = inbox_;
@@ -300,25 +286,33 @@ CudaRingLinks::~CudaRingLinks() { release(); }
 
 void CudaRingLinks::closeCollectively(Store& store, std::chrono::milliseconds timeout) {
   if (size_ == 1 || !usable_ || inbox_ == nullptr) return;
+  // Called after this rank's kernels have ended; the destructor frees the inbox only once
+  // every rank has unmapped it (or keeps it, if some rank never came).
+  (void)unmapThenMeet(store, closedKey(), timeout);
+}
+
+bool CudaRingLinks::unmapThenMeet(Store& store, const std::string& key,
+                                  std::chrono::milliseconds timeout) {
   // 1. Unmap the neighbours' inboxes: this rank will write into them no more.
   for (void* p : opened_) closeIpcHandle(p);
   opened_.clear();
-  // 2. Wait until every rank has done the same (its kernels ended before it got here), so no
-  //    peer maps or writes this rank's inbox any longer...
-  store.add(closedKey(), 1);
+  // 2. Wait until every rank has done the same, so no peer maps or writes this rank's inbox
+  //    any longer...
+  store.add(key, 1);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (store.add(closedKey(), 0) < size_) {
+  while (store.add(key, 0) < size_) {
     if (std::chrono::steady_clock::now() >= deadline) {
       // ... and if some rank never comes (it died, or left without shutting down), keep the
       // memory rather than free what it might still write into.
       RING_LOG(kLogWarn, "not every rank of the group closed its CUDA links "
                "within ", timeout.count(), " ms; keeping this rank's CUDA inbox allocated");
       keepMemory_ = true;
-      return;
+      return false;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   // 3. Now freeing is safe (release() frees it).
+  return true;
 }
 
 void CudaRingLinks::requestAbort() {

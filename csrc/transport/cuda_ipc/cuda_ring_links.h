@@ -68,6 +68,10 @@ class CudaRingLinks {
  private:
   void allocate(int rank);
   void release();
+  // Closes this rank's IPC mappings, then waits (at most `timeout`) until all `size` ranks
+  // have added themselves to `key`: after that no peer maps this rank's inbox. False (and the
+  // memory marked kept, with a warning) when some rank never came.
+  bool unmapThenMeet(Store& store, const std::string& key, std::chrono::milliseconds timeout);
 
   int rank_;
   int size_;

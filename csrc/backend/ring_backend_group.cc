@@ -1,0 +1,275 @@
+// RingBackend's group API, apart from the collectives' dispatch in ring_backend.cc: the life of
+// the group (construction from its options, shutdown, abort, the effective timeout), the
+// coalescing block around its calls (startCoalescing/endCoalescing, and started(), which adds a
+// running call's Work to an open block), the settings and what torch reads back (setTimeout,
+// getError, getBackendOptions, the completion hook, waitForPendingWorks, the eager CUDA connect
+// of init_process_group(device_id)), and the new backends over some of its ranks (split,
+// shrink). Same class, same members (ring_backend.h); the definitions live in a file of their
+// own so that ring_backend.cc holds only what a collective runs through and each stays readable.
+#include "backend/ring_backend.h"
+
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include <algorithm>
+
+#include "backend/tensor_checks.h"
+#include "common/env.h"
+#include "common/errors.h"
+#include "common/logging.h"
+#ifdef RING_WITH_CUDA
+#include "backend/cuda_collectives.h"
+#include "backend/cuda_sync.h"
+#endif
+
+namespace ring {
+
+// ---- construction, shutdown --------------------------------------------------------------------
+
+RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                         std::chrono::milliseconds timeout, std::string groupName)
+    : RingBackend(store, rank, size, [&] {
+        auto o = c10::make_intrusive<RingOptions>(timeout);
+        o->group_name = std::move(groupName);
+        return o;
+      }()) {}
+
+RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                         c10::intrusive_ptr<RingOptions> options)
+    : c10d::Backend(rank, size),
+      timeoutMs_(options->timeout.count()),
+      groupName_(options->group_name.empty() ? "default" : options->group_name),
+      c10dStore_(store),
+      options_(std::move(options)) {
+  CommOptions opts;
+  opts.timeout = options_->timeout;
+  opts.groupName = groupName_;
+  opts.transport = options_->transport;
+  opts.slotBytes = options_->slotBytes;
+  opts.slots = options_->slots;
+  LogScope logScope(rank, groupName_);
+  try {
+    store_ = std::make_unique<TorchStore>(store);
+    setupKeys_ = std::make_unique<SetupKeys>(*store_, rank, size);
+    try {
+      RING_LOG(kLogInfo, "set-up number ", setupKeys_->incarnation(), " of this group on its store");
+      // Inside this try: a bad knob on one rank must end the others' set-up too.
+      recorder_.setCapacity(env().flightRecorderEntries);
+      comm_ = std::make_unique<Communicator>(*setupKeys_, rank, size, opts);
+    } catch (const std::exception& e) {
+      reportSetupFailure(*setupKeys_, rank, e.what());
+      throw;
+    }
+  } catch (const CommError& e) {
+    C10_THROW_ERROR(DistBackendError, e.what());
+  } catch (const RingError& e) {
+    TORCH_CHECK(false, e.what());
+  }
+  queue_ = std::make_unique<WorkQueue>(
+      rank, groupName_, recorder_,
+      [this](c10d::OpType type, uint64_t seq, std::chrono::steady_clock::time_point start,
+             std::chrono::steady_clock::time_point end, const std::exception_ptr& error) {
+        finished(type, seq, start, end, error);
+      });
+}
+
+RingBackend::~RingBackend() { shutdown(); }
+
+void RingBackend::shutdown() {
+  LogScope logScope(rank_, groupName_);
+  // Queued collectives still run (each bounded by its timeout) so that their Works complete.
+  if (queue_) queue_->stop();
+  {
+    std::lock_guard<std::mutex> lock(p2pMutex_);
+    p2p_.reset();
+  }
+#ifdef RING_WITH_CUDA
+  {
+    // Waits for kernels in flight (each bounded by its timeout), then frees the CUDA state.
+    std::lock_guard<std::mutex> cudaLock(cudaMutex_);
+    cuda_.reset();
+    cudaTried_ = true;  // no CUDA set-up after shutdown: calls now fail in the queue
+    stagingStreams_.clear();
+  }
+#endif
+  // The rest goes now rather than with the last reference to the group (Python code often
+  // keeps a subgroup object around): the links with their threads, sockets and shared memory,
+  // and the store, whose TCPStore server would otherwise outlive destroy_process_group().
+  std::lock_guard<std::mutex> commLock(commMutex_);
+  comm_.reset();
+  setupKeys_.reset();
+  store_.reset();
+  c10dStore_.reset();
+}
+
+void RingBackend::abort() {
+  LogScope logScope(rank_, groupName_);
+  {
+    std::lock_guard<std::mutex> lock(commMutex_);
+    if (comm_) comm_->abort("abort() was called on this rank");
+  }
+  if (queue_) queue_->dropPending();
+  std::lock_guard<std::mutex> lock(p2pMutex_);
+  if (p2p_) p2p_->failAll(strCat("ring: rank ", rank_, " aborted the group"));
+}
+
+std::chrono::milliseconds RingBackend::effectiveTimeout(std::chrono::milliseconds t) const {
+  return t == c10d::kUnsetTimeout || t.count() <= 0 ? std::chrono::milliseconds(timeoutMs_.load())
+                                                     : t;
+}
+
+// ---- coalescing ---------------------------------------------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> RingBackend::started(c10::intrusive_ptr<c10d::Work> work) {
+  if (coalescer_.active()) coalescer_.include(work);
+  return work;
+}
+
+void RingBackend::startCoalescing() { coalescer_.begin(rank_); }
+
+c10::intrusive_ptr<c10d::Work> RingBackend::endCoalescing() {
+  Coalescer::Block block = coalescer_.end(rank_);
+  std::vector<c10::intrusive_ptr<c10d::Work>> parts = std::move(block.started);
+  if (!block.held.empty()) {
+    HostCall fused = fuseHeld(block.held, [this](const CallInfo& c, const Tensors& tensors,
+                                                  const AllReduceKey& k) {
+      allReduceConcatenation(c, tensors, k);
+    });
+    auto task = push("coalesced", seq_++, std::move(fused));
+    // Each caller's Work completes with the block's task (on the worker, right after it).
+    std::vector<c10::intrusive_ptr<RingWork>> members;
+    for (const auto& h : block.held) members.push_back(h.work);
+    task->getFuture()->addCallback([members](c10::ivalue::Future& f) {
+      for (const auto& m : members) m->complete(f.hasError() ? f.exception_ptr() : nullptr);
+    });
+    parts.insert(parts.begin(), task);
+  }
+  return allOf(rank_, c10d::OpType::COALESCED, std::move(parts));
+}
+
+// ---- settings, hooks, what torch reads back ----------------------------------------------------
+
+void RingBackend::setTimeout(std::chrono::milliseconds timeout) {
+  // For the calls made from now on (each call keeps the timeout it started with).
+  timeoutMs_.store(timeout.count());
+  options_->timeout = timeout;
+}
+
+c10d::ErrorType RingBackend::getError() { return static_cast<c10d::ErrorType>(lastError_.load()); }
+
+c10::intrusive_ptr<c10d::Backend::Options> RingBackend::getBackendOptions() { return options_; }
+
+void RingBackend::registerOnCompletionHook(
+    std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) {
+  std::lock_guard<std::mutex> lock(hookMutex_);
+  TORCH_CHECK(!onCompletionHook_, "ring: rank ", rank_, ": a completion hook is already registered "
+              "on group '", groupName_, "' (one per group, as in ProcessGroupNCCL)");
+  onCompletionHook_ = std::move(hook);
+}
+
+void RingBackend::finished(c10d::OpType type, uint64_t seq,
+                           std::chrono::steady_clock::time_point start,
+                           std::chrono::steady_clock::time_point end,
+                           const std::exception_ptr& error) {
+  if (error) lastError_.store(static_cast<int>(errorTypeOf(error)));
+  std::function<void(std::shared_ptr<c10d::WorkInfo>)> hook;
+  {
+    std::lock_guard<std::mutex> lock(hookMutex_);
+    hook = onCompletionHook_;
+  }
+  if (!hook) return;
+  try {
+    hook(std::make_shared<c10d::WorkInfo>(type, seq, start, end,
+                                          std::chrono::duration<float>(end - start)));
+  } catch (const std::exception& e) {
+    // A user's hook must not take the worker down; say so instead.
+    RING_LOG(kLogWarn, "the completion hook raised: ", e.what());
+  }
+}
+
+void RingBackend::waitForPendingWorks() {
+  // Each bounded by its timeout.
+  if (queue_) queue_->waitIdle();
+  waitCudaWork();
+  std::lock_guard<std::mutex> lock(p2pMutex_);
+  if (p2p_) p2p_->waitIdle();
+}
+
+void RingBackend::eagerConnectSingleDevice(at::Device device) {
+#ifdef RING_WITH_CUDA
+  if (!device.is_cuda()) return;
+  LogScope logScope(rank_, groupName_);
+  std::lock_guard<std::mutex> lock(cudaMutex_);
+  setUpCudaLocked(CheckScope{"init_process_group(device_id)", rank_, size_}, device);
+#else
+  (void)device;
+#endif
+}
+
+// ---- new backends over some of the ranks: split and shrink ----------------------------------------
+
+namespace {
+
+// The options a child group starts from: torch's (if they are ours), else the parent's.
+c10::intrusive_ptr<RingOptions> childOptions(const c10::intrusive_ptr<c10d::Backend::Options>& given,
+                                             const RingOptions& parent) {
+  if (auto ours = c10::dynamic_intrusive_pointer_cast<RingOptions>(given)) {
+    return c10::make_intrusive<RingOptions>(*ours);
+  }
+  auto child = c10::make_intrusive<RingOptions>(parent);
+  if (given) {
+    if (given->timeout.count() > 0) child->timeout = given->timeout;
+    child->group_name = given->group_name;
+  }
+  return child;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Backend> RingBackend::split(const c10::intrusive_ptr<c10d::Store>& store,
+                                                      const std::vector<int>& ranks,
+                                                      const c10::intrusive_ptr<Options>& opts) {
+  CheckScope s{"split", rank_, size_};
+  for (int r : ranks) checkRoot(s, r, "rank of the new group");
+  auto it = std::find(ranks.begin(), ranks.end(), rank_);
+  if (it == ranks.end()) return nullptr;  // not a member: nothing to set up here
+  auto options = childOptions(opts, *options_);
+  if (options->group_name.empty()) options->group_name = groupName_ + ":split";
+  // The new group's rank is the position in `ranks` (torch's order).
+  return c10::make_intrusive<RingBackend>(store, static_cast<int>(it - ranks.begin()),
+                                          static_cast<int>(ranks.size()), options);
+}
+
+c10::intrusive_ptr<c10d::Backend> RingBackend::shrink(const std::vector<int64_t>& ranksToExclude,
+                                                       int shrinkFlags,
+                                                       const c10::intrusive_ptr<Options>& optsOverride) {
+  CheckScope s{"shrink_group", rank_, size_};
+  if (ranksToExclude.empty()) failUsage(s, "no rank to exclude");
+  std::vector<int64_t> excluded = ranksToExclude;
+  std::sort(excluded.begin(), excluded.end());
+  for (int64_t r : excluded) checkRoot(s, r, "rank to exclude");
+  if (std::binary_search(excluded.begin(), excluded.end(), int64_t{rank_})) {
+    failUsage(s, strCat("rank ", rank_, " cannot exclude itself; only the ranks that stay call it"));
+  }
+  if (static_cast<int>(excluded.size()) >= size_) failUsage(s, "every rank would be excluded");
+  // SHRINK_ABORT (1): stop what is still pending on this group first.
+  if (shrinkFlags & 1) abort();
+  // Every rank that stays runs this with the same list, the same number of times: the same
+  // key space of the group's store, without talking.
+  std::string prefix = strCat("ring/shrink/", shrinks_++, "/");
+  for (int64_t r : excluded) prefix += strCat(r, ",");
+  const int below = static_cast<int>(std::lower_bound(excluded.begin(), excluded.end(),
+                                                      int64_t{rank_}) - excluded.begin());
+  auto options = childOptions(optsOverride, *options_);
+  options->group_name = groupName_ + ":shrunk";
+  {
+    LogScope logScope(rank_, groupName_);
+    RING_LOG(kLogInfo, "shrinking without ", excluded.size(), " rank(s); this rank becomes rank ",
+             rank_ - below, " of ", size_ - static_cast<int>(excluded.size()));
+  }
+  return c10::make_intrusive<RingBackend>(c10::make_intrusive<c10d::PrefixStore>(prefix, c10dStore_),
+                                          rank_ - below, size_ - static_cast<int>(excluded.size()),
+                                          options);
+}
+
+}  // namespace ring

@@ -1,0 +1,80 @@
+// One collective handed to the GPU as a CUDA ring kernel: what it is, the event recorded on the
+// comm stream after its kernel, its timeout, and its outcome once known. Torch-free: the
+// backend's Work (backend/cuda_work.h) sits on top and learns the outcome through onFinish.
+//
+// The outcome comes from two places, read in this order: the end event (cudaEventQuery), and
+// only once it has completed, the host-mapped error record of the group's links - the kernel
+// writes the record before it ends, so a record read after the end event is complete and
+// belongs to this kernel or an earlier one of the same comm stream. A timeout or a broken group
+// finishes the task from outside (fail), before its kernel ends.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "executor/cuda_group_state.h"
+
+namespace ring {
+
+class CudaTask {
+ public:
+  // Called once, with the task's error (a CommError) or null, on the thread that finished it.
+  using FinishHook = std::function<void(std::exception_ptr error)>;
+
+  // Takes ownership of `end`, recorded on the comm stream after the kernel. `what` names the
+  // collective in errors ("all_reduce of 1000 float32 (op SUM), sequence 3"); `recordId` is its
+  // flight recorder entry.
+  CudaTask(uint64_t seq, std::string what, cudaEvent_t end, std::chrono::milliseconds timeout,
+           uint64_t recordId, std::shared_ptr<CudaGroupState> state);
+  ~CudaTask();
+  CudaTask(const CudaTask&) = delete;
+  CudaTask& operator=(const CudaTask&) = delete;
+
+  // Any thread: if the kernel has ended, reads the device record and finishes the task (once).
+  // Returns whether the kernel has ended.
+  bool poll();
+  // Finishes the task with `reason` (a timeout or a broken group) unless it already finished.
+  void fail(const std::string& reason);
+  bool finished();
+  // The error it finished with (null while running or on success).
+  std::exception_ptr error();
+
+  // `hook` runs when the task finishes, or now if it already has. One hook at a time.
+  void onFinish(FinishHook hook);
+  // No hook from now on; waits for a hook that is running (so its owner may go).
+  void dropFinishHook();
+
+  uint64_t seq() const { return seq_; }
+  const std::string& what() const { return what_; }
+  int rank() const { return state_->rank(); }
+  // The event after the kernel (a stream that waits on it sees the kernel's results).
+  cudaEvent_t endEvent() const { return end_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  std::chrono::milliseconds elapsed() const;
+
+ private:
+  void finishOnce(std::exception_ptr error, const std::string& text);
+
+  const uint64_t seq_;
+  const std::string what_;
+  cudaEvent_t end_;
+  const std::chrono::milliseconds timeout_;
+  const uint64_t recordId_;
+  const std::chrono::steady_clock::time_point enqueued_;
+  std::shared_ptr<CudaGroupState> state_;
+
+  std::mutex mutex_;
+  bool kernelEnded_ = false;
+  bool finished_ = false;
+  std::exception_ptr error_;
+  FinishHook hook_;
+};
+
+}  // namespace ring

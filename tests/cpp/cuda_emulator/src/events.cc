@@ -1,0 +1,114 @@
+// Events: a record captures the stream's position at the time of the call; query, synchronize
+// and cudaStreamWaitEvent look at the last record made before they were called (CUDA Runtime
+// API, cudaEventRecord). A never-recorded event stands for no work and reads as complete.
+#include <cuda_runtime.h>
+
+#include "runtime.h"
+#include "submit.h"
+
+using cudaemu::detail::enter;
+using cudaemu::detail::fail;
+using cudaemu::detail::Runtime;
+using cudaemu::detail::runtime;
+using cudaemu::detail::StreamCore;
+
+namespace {
+
+// The event's last record, or a null stream if there was none (an unknown handle: false).
+bool lastRecord(cudaEvent_t event, std::shared_ptr<StreamCore>* stream, uint64_t* position) {
+  Runtime& rt = runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  if (event == nullptr || rt.events.count(event) == 0) return false;
+  *stream = event->stream;
+  *position = event->position;
+  return true;
+}
+
+}  // namespace
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  if (cudaError_t e = enter("cudaEventCreateWithFlags")) return fail(e);
+  const unsigned known = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
+  if (event == nullptr || (flags & ~known) != 0) return fail(cudaErrorInvalidValue);
+  // An interprocess event must also be created without timing.
+  if ((flags & cudaEventInterprocess) != 0 && (flags & cudaEventDisableTiming) == 0) {
+    return fail(cudaErrorInvalidValue);
+  }
+  Runtime& rt = runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  auto* handle = new cudaemu::EventHandle(flags, cudaemu::detail::currentDevice());
+  rt.events.insert(handle);
+  ++rt.counters.liveEvents;
+  *event = handle;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (cudaError_t e = enter("cudaEventRecord")) return fail(e);
+  {
+    Runtime& rt = runtime();
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    if (event == nullptr || rt.events.count(event) == 0) {
+      return fail(cudaErrorInvalidResourceHandle);
+    }
+  }
+  // A record is an action of the stream (the legacy stream's rule applies); its position is
+  // the stream's once everything enqueued so far has run.
+  std::shared_ptr<StreamCore> core;
+  uint64_t position = 0;
+  if (cudaError_t e = cudaemu::detail::submit(stream, [] {}, &core, &position)) return fail(e);
+  if (core->captureStatus() != 0) return cudaSuccess;  // captured into the graph, not recorded
+  Runtime& rt = runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  // Destroyed meanwhile, by another thread.
+  if (rt.events.count(event) == 0) return fail(cudaErrorInvalidResourceHandle);
+  event->stream = core;
+  event->position = position;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (cudaError_t e = enter("cudaEventQuery")) return fail(e);
+  std::shared_ptr<StreamCore> stream;
+  uint64_t position = 0;
+  if (!lastRecord(event, &stream, &position)) return fail(cudaErrorInvalidResourceHandle);
+  if (stream == nullptr) return cudaSuccess;
+  return stream->reached(position) ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (cudaError_t e = enter("cudaEventSynchronize")) return fail(e);
+  std::shared_ptr<StreamCore> stream;
+  uint64_t position = 0;
+  if (!lastRecord(event, &stream, &position)) return fail(cudaErrorInvalidResourceHandle);
+  if (stream != nullptr) stream->waitFor(position);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  if (cudaError_t e = enter("cudaStreamWaitEvent")) return fail(e);
+  if (flags != 0) return fail(cudaErrorInvalidValue);
+  std::shared_ptr<StreamCore> source;
+  uint64_t position = 0;
+  if (!lastRecord(event, &source, &position)) return fail(cudaErrorInvalidResourceHandle);
+  // The wait refers to the record in force now; a later record does not move it.
+  cudaemu::detail::Operation wait = [] {};
+  if (source != nullptr) wait = [source, position] { source->waitFor(position); };
+  if (cudaError_t e = cudaemu::detail::submit(stream, std::move(wait))) return fail(e);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (cudaError_t e = enter("cudaEventDestroy")) return fail(e);
+  Runtime& rt = runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  if (event == nullptr || rt.events.erase(event) == 0) return fail(cudaErrorInvalidResourceHandle);
+  // Allowed with a record still pending: the stream finishes its work regardless.
+  delete event;
+  --rt.counters.liveEvents;
+  return cudaSuccess;
+}

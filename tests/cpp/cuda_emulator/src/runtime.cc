@@ -1,0 +1,258 @@
+#include "runtime.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+namespace cudaemu {
+namespace detail {
+namespace {
+
+std::atomic<Runtime*> gRuntime{nullptr};
+// Bumped in a forked child: thread states of an older generation start afresh.
+std::atomic<uint64_t> gGeneration{1};
+// What a forked child inherits from its parent's runtime.
+Config* gInheritedConfig = nullptr;
+std::map<std::string, cudaError_t>* gInheritedFailures = nullptr;
+std::map<std::string, std::chrono::milliseconds>* gInheritedDelays = nullptr;
+
+// Why a fresh runtime in a forked child: the parent's stream threads do not exist there, and
+// any of the parent's mutexes may have been held by one of them at the fork. The old state is
+// left untouched (leaked). Real CUDA refuses every call in such a child; the emulator lets
+// tests fork rank processes cheaply instead, each starting as a new process would.
+void afterForkInChild() {
+  Runtime* old = gRuntime.exchange(nullptr);
+  if (old != nullptr) {
+    gInheritedConfig = new Config(old->config);
+    gInheritedFailures = new std::map<std::string, cudaError_t>(old->failures);
+    gInheritedDelays = new std::map<std::string, std::chrono::milliseconds>(old->delays);
+  }
+  gGeneration.fetch_add(1);
+}
+
+struct ThreadState {
+  uint64_t generation = 0;
+  int device = 0;
+  cudaError_t lastError = cudaSuccess;
+};
+
+ThreadState& threadState() {
+  thread_local ThreadState state;
+  const uint64_t now = gGeneration.load();
+  if (state.generation != now) state = ThreadState{now, 0, cudaSuccess};
+  return state;
+}
+
+int64_t envInt(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  if (end == v || *end != '\0' || n < 0) {
+    fatal(std::string(name) + "='" + v + "' is not a non-negative integer");
+  }
+  return n;
+}
+
+}  // namespace
+
+DeviceState::DeviceState(int o, size_t stackBytes, int slotCount)
+    : ordinal(o), slots(slotCount), stackLimit(stackBytes) {}
+
+Runtime::Runtime(const Config& c, std::map<std::string, cudaError_t> f,
+                 std::map<std::string, std::chrono::milliseconds> d)
+    : config(c), failures(std::move(f)), delays(std::move(d)) {
+  for (int d = 0; d < config.devices; ++d) {
+    devices.push_back(std::make_unique<DeviceState>(d, config.initialStackBytes,
+                                                    config.smsPerDevice * config.blocksPerSm));
+  }
+}
+
+Config configFromEnvironment(std::map<std::string, cudaError_t>* failures) {
+  Config c;
+  c.devices = static_cast<int>(envInt("CUDA_EMULATOR_DEVICES", c.devices));
+  c.smsPerDevice = static_cast<int>(envInt("CUDA_EMULATOR_SMS", c.smsPerDevice));
+  c.blocksPerSm = static_cast<int>(envInt("CUDA_EMULATOR_BLOCKS_PER_SM", c.blocksPerSm));
+  c.kernelLocalBytes = static_cast<size_t>(envInt("CUDA_EMULATOR_LOCAL_BYTES", 0));
+  c.initialStackBytes = static_cast<size_t>(envInt("CUDA_EMULATOR_STACK_BYTES", 1024));
+  c.peerAccess = envInt("CUDA_EMULATOR_PEER_ACCESS", 1) != 0;
+  // "api:code,api:code"
+  if (const char* v = std::getenv("CUDA_EMULATOR_FAIL")) {
+    std::string list(v);
+    size_t at = 0;
+    while (at < list.size()) {
+      size_t comma = list.find(',', at);
+      if (comma == std::string::npos) comma = list.size();
+      const std::string item = list.substr(at, comma - at);
+      const size_t colon = item.find(':');
+      if (colon == std::string::npos || colon == 0 || colon + 1 == item.size()) {
+        fatal("CUDA_EMULATOR_FAIL item '" + item + "' is not <api>:<error code>");
+      }
+      (*failures)[item.substr(0, colon)] =
+          static_cast<cudaError_t>(std::atoi(item.c_str() + colon + 1));
+      at = comma + 1;
+    }
+  }
+  return c;
+}
+
+Runtime& runtime() {
+  Runtime* rt = gRuntime.load(std::memory_order_acquire);
+  if (rt != nullptr) return *rt;
+  static std::once_flag registered;
+  std::call_once(registered, [] { pthread_atfork(nullptr, nullptr, &afterForkInChild); });
+  Runtime* fresh;
+  if (gInheritedConfig != nullptr) {
+    fresh = new Runtime(*gInheritedConfig, *gInheritedFailures, *gInheritedDelays);
+  } else {
+    std::map<std::string, cudaError_t> failures;
+    Config c = configFromEnvironment(&failures);
+    fresh = new Runtime(c, std::move(failures), {});
+  }
+  Runtime* expected = nullptr;
+  if (!gRuntime.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel)) {
+    delete fresh;  // another thread made it first
+    return *expected;
+  }
+  return *fresh;
+}
+
+DeviceState* deviceOf(Runtime& rt, int ordinal) {
+  if (ordinal < 0 || ordinal >= static_cast<int>(rt.devices.size())) return nullptr;
+  return rt.devices[static_cast<size_t>(ordinal)].get();
+}
+
+int& currentDevice() { return threadState().device; }
+
+cudaError_t fail(cudaError_t error) {
+  // cudaErrorNotReady is a status, not an error: it is never kept as the last error.
+  if (error != cudaSuccess && error != cudaErrorNotReady) threadState().lastError = error;
+  return error;
+}
+
+cudaError_t lastError(bool clear) {
+  ThreadState& t = threadState();
+  const cudaError_t e = t.lastError;
+  if (clear) t.lastError = cudaSuccess;
+  return e;
+}
+
+cudaError_t enter(const char* api) {
+  Runtime& rt = runtime();
+  std::chrono::milliseconds delay{0};
+  cudaError_t injected = cudaSuccess;
+  {
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    ++rt.calls[api];
+    auto f = rt.failures.find(api);
+    if (f != rt.failures.end()) injected = f->second;
+    auto d = rt.delays.find(api);
+    if (d != rt.delays.end()) delay = d->second;
+  }
+  if (delay.count() > 0) std::this_thread::sleep_for(delay);
+  return injected;
+}
+
+void fatal(const std::string& what) {
+  std::fprintf(stderr, "cuda emulator: FATAL (pid %d): %s\n", static_cast<int>(getpid()),
+               what.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+}  // namespace detail
+
+// ---- test controls (cuda_emulator.h) -----------------------------------------------------------
+
+Config config() {
+  detail::Runtime& rt = detail::runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  return rt.config;
+}
+
+void setConfig(const Config& c) {
+  detail::Runtime& rt = detail::runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  if (c.devices != rt.config.devices) {
+    if (!rt.streams.empty() || !rt.events.empty() || rt.counters.liveDeviceAllocations != 0 ||
+        rt.counters.liveHostAllocations != 0 || rt.counters.liveIpcMappings != 0) {
+      throw std::logic_error("cudaemu::setConfig: the device count changes only while no "
+                             "stream, event or allocation exists");
+    }
+    // Devices beyond the new count are kept alive (their legacy streams may hold threads);
+    // they are no longer reachable by ordinal.
+    while (static_cast<int>(rt.devices.size()) < c.devices) {
+      rt.devices.push_back(std::make_unique<detail::DeviceState>(
+          static_cast<int>(rt.devices.size()), c.initialStackBytes, 0));
+    }
+    static std::vector<std::unique_ptr<detail::DeviceState>> retired;
+    while (static_cast<int>(rt.devices.size()) > c.devices) {
+      retired.push_back(std::move(rt.devices.back()));
+      rt.devices.pop_back();
+    }
+  }
+  rt.config = c;
+  for (auto& d : rt.devices) {
+    std::lock_guard<std::mutex> deviceLock(d->mutex);
+    d->slots = c.smsPerDevice * c.blocksPerSm;
+    d->roomFreed.notify_all();
+  }
+}
+
+void setKernelLocalBytes(const void* kernel, size_t bytes) {
+  detail::Runtime& rt = detail::runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  rt.kernelLocalBytes[kernel] = bytes;
+}
+
+void failCall(const std::string& api, cudaError_t error) {
+  detail::Runtime& rt = detail::runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  rt.failures[api] = error;
+}
+
+void delayCall(const std::string& api, std::chrono::milliseconds delay) {
+  detail::Runtime& rt = detail::runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  rt.delays[api] = delay;
+}
+
+void clearFailures() {
+  detail::Runtime& rt = detail::runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  rt.failures.clear();
+  rt.delays.clear();
+}
+
+Counters counters() {
+  detail::Runtime& rt = detail::runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  return rt.counters;
+}
+
+uint64_t calls(const std::string& api) {
+  detail::Runtime& rt = detail::runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  auto it = rt.calls.find(api);
+  return it == rt.calls.end() ? 0 : it->second;
+}
+
+int residentBlocks(int device) {
+  detail::Runtime& rt = detail::runtime();
+  detail::DeviceState* d = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    d = detail::deviceOf(rt, device);
+  }
+  if (d == nullptr) return 0;
+  std::lock_guard<std::mutex> lock(d->mutex);
+  return d->resident;
+}
+
+}  // namespace cudaemu

@@ -1,0 +1,74 @@
+// One emulated stream's queue: operations run in the order they were enqueued, one at a
+// time, on a host thread that belongs to the stream. A position is the number of operations
+// enqueued so far; "reached(p)" means the first p have finished. Events and cross-stream waits
+// are positions of a stream, so they need nothing else.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace cudaemu {
+namespace detail {
+
+using Operation = std::function<void()>;
+
+class StreamCore : public std::enable_shared_from_this<StreamCore> {
+ public:
+  StreamCore(int device, bool blocking, bool legacy);
+  ~StreamCore();
+  StreamCore(const StreamCore&) = delete;
+  StreamCore& operator=(const StreamCore&) = delete;
+
+  // Starts the stream's host thread. Separate from the constructor: the thread holds a
+  // shared_ptr to the stream until the stream is retired and drained.
+  void start();
+  // No more work will come: the thread exits once the queue is empty.
+  void retire();
+
+  // Appends `op` and returns its position. While capturing, `op` goes into the capture
+  // instead and the position does not move.
+  uint64_t enqueue(Operation op);
+  uint64_t enqueued();
+  bool reached(uint64_t position);
+  void waitFor(uint64_t position);
+  // Whether the thread running now is this stream's own.
+  bool isOwnThread() const { return std::this_thread::get_id() == workerId_; }
+
+  // Stream capture (enough for cudaStreamIsCapturing and the capture-time refusals).
+  // 0 none, 1 active, 2 invalidated (cudaStreamCaptureStatus' values).
+  int captureStatus();
+  void beginCapture(int mode, std::thread::id by);
+  // Ends the capture and hands back what was captured.
+  std::vector<Operation> endCapture();
+  void invalidateCapture();
+  int captureMode();
+  std::thread::id captureThread();
+
+  const int device;
+  const bool blocking;  // synchronizes with the legacy default stream
+  const bool legacy;    // is the legacy default stream itself
+
+ private:
+  void run();
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Operation> queue_;
+  uint64_t enqueued_ = 0;
+  uint64_t completed_ = 0;
+  bool retired_ = false;
+  std::thread::id workerId_;
+  int captureStatus_ = 0;
+  int captureMode_ = 0;
+  std::thread::id captureThread_;
+  std::vector<Operation> captured_;
+};
+
+}  // namespace detail
+}  // namespace cudaemu

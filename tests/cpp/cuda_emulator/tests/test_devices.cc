@@ -1,0 +1,193 @@
+// Devices, peer access, error words and the test controls: the current device is per host
+// thread (cudaSetDevice); a bad ordinal is cudaErrorInvalidDevice; no devices at all is
+// cudaErrorNoDevice; a device is not its own peer, enabling peer access to itself is refused,
+// enabling it twice is cudaErrorPeerAccessAlreadyEnabled (Peer Device Memory Access); every
+// code has its name and text; the environment configures a process the tests start.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "test_support.h"
+
+namespace emutest {
+namespace {
+
+class EmulatorDevices : public Emulator {};
+
+TEST_F(EmulatorDevices, TheCurrentDeviceIsPerHostThread) {
+  cudaemu::Config c;
+  c.devices = 3;
+  cudaemu::setConfig(c);
+  int n = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&n), cudaSuccess);
+  EXPECT_EQ(n, 3);
+  ASSERT_EQ(cudaSetDevice(2), cudaSuccess);
+  int mine = -1, theirs = -1;
+  std::thread([&] { (void)cudaGetDevice(&theirs); }).join();
+  ASSERT_EQ(cudaGetDevice(&mine), cudaSuccess);
+  EXPECT_EQ(mine, 2);
+  EXPECT_EQ(theirs, 0);
+  EXPECT_EQ(cudaSetDevice(3), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaSetDevice(-1), cudaErrorInvalidDevice);
+  EXPECT_STREQ(cudaGetErrorString(cudaErrorInvalidDevice), "invalid device ordinal");
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  (void)cudaGetLastError();
+}
+
+TEST_F(EmulatorDevices, PropertiesAndAttributesDescribeTheConfiguredDevice) {
+  cudaemu::Config c;
+  c.devices = 2;
+  c.smsPerDevice = 7;
+  c.blocksPerSm = 3;
+  cudaemu::setConfig(c);
+  cudaDeviceProp a, b;
+  ASSERT_EQ(cudaGetDeviceProperties(&a, 0), cudaSuccess);
+  ASSERT_EQ(cudaGetDeviceProperties(&b, 1), cudaSuccess);
+  EXPECT_EQ(a.multiProcessorCount, 7);
+  EXPECT_NE(std::memcmp(a.uuid.bytes, b.uuid.bytes, 16), 0) << "two devices, one UUID";
+  EXPECT_NE(std::string(a.name).find("Emulated"), std::string::npos);
+  int v = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, 1), cudaSuccess);
+  EXPECT_EQ(v, 7);
+  ASSERT_EQ(cudaDeviceGetAttribute(&v, cudaDevAttrMaxBlocksPerMultiprocessor, 1), cudaSuccess);
+  EXPECT_EQ(v, 3);
+  EXPECT_EQ(cudaDeviceGetAttribute(&v, static_cast<cudaDeviceAttr>(12345), 0),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaDeviceGetAttribute(&v, cudaDevAttrWarpSize, 2), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaGetDeviceProperties(&a, 2), cudaErrorInvalidDevice);
+  // The same UUID in another process: the ranks find one GPU by it.
+  const pid_t child = forkChild([&a] {
+    cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return 1;
+    return std::memcmp(p.uuid.bytes, a.uuid.bytes, 16) == 0 ? 0 : 2;
+  });
+  EXPECT_EQ(waitChild(child), 0);
+  (void)cudaGetLastError();
+}
+
+TEST_F(EmulatorDevices, NoDevicesAtAll) {
+  cudaemu::Config c;
+  c.devices = 0;
+  cudaemu::setConfig(c);
+  int n = -1;
+  EXPECT_EQ(cudaGetDeviceCount(&n), cudaErrorNoDevice);
+  EXPECT_EQ(n, 0);
+  void* p = nullptr;
+  cudaStream_t s;
+  EXPECT_EQ(cudaStreamCreate(&s), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaMalloc(&p, 0), cudaSuccess);
+  (void)cudaGetLastError();
+}
+
+TEST_F(EmulatorDevices, PeerAccessFollowsTheDocumentedRules) {
+  cudaemu::Config c;
+  c.devices = 2;
+  cudaemu::setConfig(c);
+  int can = -1;
+  ASSERT_EQ(cudaDeviceCanAccessPeer(&can, 0, 1), cudaSuccess);
+  EXPECT_EQ(can, 1);
+  ASSERT_EQ(cudaDeviceCanAccessPeer(&can, 0, 0), cudaSuccess);
+  EXPECT_EQ(can, 0) << "a device is not its own peer";
+  EXPECT_EQ(cudaDeviceCanAccessPeer(&can, 0, 5), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaDeviceEnablePeerAccess(0, 0), cudaErrorInvalidDevice);  // itself
+  EXPECT_EQ(cudaDeviceEnablePeerAccess(1, 1), cudaErrorInvalidValue);   // flags
+  EXPECT_EQ(cudaDeviceEnablePeerAccess(1, 0), cudaSuccess);
+  EXPECT_EQ(cudaDeviceEnablePeerAccess(1, 0), cudaErrorPeerAccessAlreadyEnabled);
+  EXPECT_EQ(cudaDeviceEnablePeerAccess(9, 0), cudaErrorInvalidDevice);
+  c.peerAccess = false;
+  cudaemu::setConfig(c);
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  ASSERT_EQ(cudaDeviceCanAccessPeer(&can, 1, 0), cudaSuccess);
+  EXPECT_EQ(can, 0);
+  EXPECT_EQ(cudaDeviceEnablePeerAccess(0, 0), cudaErrorPeerAccessUnsupported);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  (void)cudaGetLastError();
+}
+
+TEST_F(EmulatorDevices, EveryCodeHasItsNameAndText) {
+  const std::pair<cudaError_t, const char*> expected[] = {
+      {cudaSuccess, "cudaSuccess"},
+      {cudaErrorInvalidValue, "cudaErrorInvalidValue"},
+      {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation"},
+      {cudaErrorInvalidDevice, "cudaErrorInvalidDevice"},
+      {cudaErrorDeviceUninitialized, "cudaErrorDeviceUninitialized"},
+      {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle"},
+      {cudaErrorNotReady, "cudaErrorNotReady"},
+      {cudaErrorPeerAccessAlreadyEnabled, "cudaErrorPeerAccessAlreadyEnabled"},
+      {cudaErrorNotSupported, "cudaErrorNotSupported"},
+      {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported"},
+  };
+  for (const auto& [code, name] : expected) {
+    EXPECT_STREQ(cudaGetErrorName(code), name);
+    EXPECT_STRNE(cudaGetErrorString(code), "unrecognized error code") << name;
+  }
+  EXPECT_STREQ(cudaGetErrorString(cudaSuccess), "no error");
+  EXPECT_STREQ(cudaGetErrorString(cudaErrorInvalidValue), "invalid argument");
+  EXPECT_STREQ(cudaGetErrorString(cudaErrorNotReady), "device not ready");
+  EXPECT_STREQ(cudaGetErrorString(static_cast<cudaError_t>(4242)), "unrecognized error code");
+  EXPECT_EQ(static_cast<int>(cudaErrorDeviceUninitialized), 201);
+  EXPECT_EQ(static_cast<int>(cudaErrorInvalidResourceHandle), 400);
+  EXPECT_EQ(static_cast<int>(cudaErrorPeerAccessAlreadyEnabled), 704);
+}
+
+TEST_F(EmulatorDevices, InjectedFailuresAndCounters) {
+  cudaemu::failCall("cudaMalloc", cudaErrorMemoryAllocation);
+  void* p = nullptr;
+  const uint64_t before = cudaemu::calls("cudaMalloc");
+  EXPECT_EQ(cudaMalloc(&p, 64), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaemu::calls("cudaMalloc"), before + 1);
+  EXPECT_EQ(cudaemu::counters().liveDeviceAllocations, 0);
+  // A forked child inherits the configuration and the failures, not the objects.
+  const pid_t child = forkChild([] {
+    void* q = nullptr;
+    return cudaMalloc(&q, 64) == cudaErrorMemoryAllocation ? 0 : 1;
+  });
+  EXPECT_EQ(waitChild(child), 0);
+  cudaemu::delayCall("cudaGetDeviceCount", std::chrono::milliseconds(50));
+  const auto start = std::chrono::steady_clock::now();
+  int n = 0;
+  EXPECT_EQ(cudaGetDeviceCount(&n), cudaSuccess);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
+  cudaemu::clearFailures();
+  ASSERT_EQ(cudaMalloc(&p, 64), cudaSuccess);
+  EXPECT_EQ(cudaemu::counters().liveDeviceAllocations, 1);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  (void)cudaGetLastError();
+}
+
+// Run by TheEnvironmentConfiguresAStartedProcess in a process of its own.
+TEST(EmulatorEnvironment, ReadsTheConfiguration) {
+  if (std::getenv("CUDA_EMULATOR_ENV_CHECK") == nullptr) GTEST_SKIP() << "run by another test";
+  int n = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&n), cudaSuccess);
+  EXPECT_EQ(n, 2);
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 1), cudaSuccess);
+  EXPECT_EQ(sms, 5);
+  size_t stack = 0;
+  ASSERT_EQ(cudaDeviceGetLimit(&stack, cudaLimitStackSize), cudaSuccess);
+  EXPECT_EQ(stack, 2048u);
+  cudaIpcMemHandle_t h;
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 64), cudaSuccess);
+  EXPECT_EQ(cudaIpcGetMemHandle(&h, p), cudaErrorNotSupported);
+}
+
+TEST_F(EmulatorDevices, TheEnvironmentConfiguresAStartedProcess) {
+  const pid_t child = forkChild([] {
+    setenv("CUDA_EMULATOR_ENV_CHECK", "1", 1);
+    setenv("CUDA_EMULATOR_DEVICES", "2", 1);
+    setenv("CUDA_EMULATOR_SMS", "5", 1);
+    setenv("CUDA_EMULATOR_STACK_BYTES", "2048", 1);
+    setenv("CUDA_EMULATOR_FAIL", "cudaIpcGetMemHandle:801", 1);
+    execl("/proc/self/exe", "ring_cuda_emulator_tests",
+          "--gtest_filter=EmulatorEnvironment.ReadsTheConfiguration", static_cast<char*>(nullptr));
+    return 127;
+  });
+  EXPECT_EQ(waitChild(child), 0);
+}
+
+}  // namespace
+}  // namespace emutest
