@@ -26,7 +26,7 @@ try:
 except ImportError:
     sys.exit("torch_ring_backend builds against your installed torch, which this build "
              "environment cannot see: run `pip install --no-build-isolation .` "
-             "(with torch 2.13 or newer installed)")
+             "(with torch 2.11 or newer installed)")
 
 
 class CMakeExtension(Extension):

@@ -21,11 +21,11 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-# torch 2.13 or newer is used as found; otherwise the pinned build (from the local disk here).
+# torch 2.11 or newer (the oldest tested: scripts/torch_matrix.sh) is used as found; otherwise the pinned build (from the local disk here).
 if ! "$PYTHON" - <<'PY' 2>/dev/null
 import torch, sys
 major, minor = (int(x) for x in torch.__version__.split(".")[:2])
-sys.exit(0 if (major, minor) >= (2, 13) else 1)
+sys.exit(0 if (major, minor) >= (2, 11) else 1)
 PY
 then
   echo "== installing torch==2.14.1"

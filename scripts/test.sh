@@ -26,6 +26,9 @@ python3 -m pytest tests/python -q "$@"
 echo "== PyTorch's own distributed test suite on \"ring\" (tests/torch_suite: world 3, and 8)"
 python3 tests/torch_suite/run_suite.py --ci
 
+echo "== other torch releases: 2.11.0 (Python 3.12, the GPU machine's; gpu_check.sh dry run), 2.13.0 (CPU), 2.15.0"
+bash scripts/torch_matrix.sh
+
 echo "== the wheel, installed into a fresh venv, checked from outside the source tree"
 bash scripts/wheel_check.sh
 

@@ -23,9 +23,15 @@ import os
 import threading
 import time
 
-import pytest
-import torch
-import torch.distributed as dist
+# Read when the CUDA context is created, so before any test touches the GPU: with CUDA's
+# default of 8 hardware queues, torch's 32+ pooled streams share them, and in the threads-as-
+# ranks test one rank's blocked event record can sit in front of the other rank's kernel in the
+# same queue (a stall until the watchdog). 32 gives every stream in use its own queue.
+os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
 
 from torch_ring_backend._launch import run_on_local_ranks
 
@@ -658,6 +664,18 @@ def test_threads_as_ranks_in_one_process():
     errors = []
 
     before = _path_counts()
+    counts = (0, 1, 4099, 1 * MiB + 3)
+    # torch loads its own kernels lazily, and the first launch of one can synchronise the
+    # context, which never goes idle while a rank's ring kernel spins waiting for the other
+    # rank: every torch kernel the rank threads use runs once here first (only the ring
+    # kernels are preloaded by the backend).
+    for count in counts:
+        warm = torch.full((count,), 1.0, device="cuda:0")
+        bool((warm == 3.0).all())
+    torch.cuda.synchronize()
+    # Both ranks have enqueued their kernel before either makes its stream wait or runs the
+    # next torch kernel, so neither's queue can hold the other's kernel back.
+    enqueued = threading.Barrier(world, timeout=60)
 
     def rank_body(rank):
         try:
@@ -668,9 +686,10 @@ def test_threads_as_ranks_in_one_process():
             # Each rank thread on its own stream: on one shared (default) stream, rank 0's
             # wait() would queue rank 1's next kernel behind kernel 0, which waits for it.
             with torch.cuda.stream(torch.cuda.Stream()):
-                for count in (0, 1, 4099, 1 * MiB + 3):
+                for count in counts:
                     x = torch.full((count,), float(rank + 1), device="cuda:0")
                     work = backends[rank].allreduce([x], dist.AllreduceOptions())
+                    enqueued.wait()
                     work.wait()
                     outs.append(bool((x == sum(range(1, world + 1))).all()))
                 torch.cuda.current_stream().synchronize()
@@ -689,8 +708,17 @@ def test_threads_as_ranks_in_one_process():
     after = _path_counts()
     assert after[1] == before[1], f"a thread's all_reduce was staged: {before} -> {after}"
     assert after[0] - before[0] == world * 4, (before, after)
-    for b in backends:
-        b.shutdown()
+    # Together: closing is collective (each backend waits, through the store, for the other to
+    # have unmapped its inbox), so shutting them down one after the other makes the first wait
+    # out the whole close wait and then keep its inbox.
+    started = time.monotonic()
+    closers = [threading.Thread(target=b.shutdown) for b in backends]
+    for t in closers:
+        t.start()
+    for t in closers:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in closers), "a backend's shutdown hung"
+    assert time.monotonic() - started < 10, "the two backends did not close together"
 
 
 def test_stream_order():

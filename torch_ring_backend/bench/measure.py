@@ -169,10 +169,19 @@ def _measure_sweep(name, plan, group, backend, ctx, table):
 # showed it). nccl-tests warms up every size; this warms up each backend.
 SETTLE_CALLS = 1000
 SETTLE_ELEMENTS = 256  # 1 KiB of float32
+# On CUDA the settling is the links' set-up and the first kernel launches, done in a few calls;
+# and ranks that are processes of one GPU time-slice (no MPS), so every call can cost a whole
+# time slice per hop: 1000 calls of 4 ranks took most of gpu_check.sh's 45 s for the sweep.
+CUDA_SETTLE_CALLS = 20
 
 
-def _settle(group, device, calls=SETTLE_CALLS):
+def settle_calls(device):
+    """Untimed calls before a sweep on `device`: scaled to what settling costs there."""
+    return CUDA_SETTLE_CALLS if str(device).startswith("cuda") else SETTLE_CALLS
+
+
+def _settle(group, device, calls=None):
     token = torch.zeros(SETTLE_ELEMENTS, device=device)
-    for _ in range(calls):
+    for _ in range(settle_calls(device) if calls is None else calls):
         dist.all_reduce(token, group=group)
     _synchronize(device)
