@@ -25,13 +25,15 @@ CudaWatchdog::CudaWatchdog(std::shared_ptr<CudaGroupState> state, int device,
   thread_ = std::thread([this] {
     nameThisThread("ring-cuda-wdog");
     setThreadLogContext(state_->rank(), groupName_);
-    // For the thread's whole life: every event query below then uses the group's device.
-    std::unique_ptr<DeviceScope> onDevice;
-    try {
-      onDevice = std::make_unique<DeviceScope>(device_);
-    } catch (const std::exception& e) {
+    // For the thread's whole life: every event query below then uses the group's device. Not
+    // a DeviceScope: this thread is the group's alone, so there is nothing to restore, and
+    // restoring the thread's default device 0 at its end would itself make a context there
+    // (cudaSetDevice initialises its device's primary context since CUDA 12.0).
+    const cudaError_t e = cudaSetDevice(device_);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
       RING_LOG(kLogWarn, "the CUDA watchdog could not make cuda:", device_, " current (",
-               e.what(), "); it polls on the thread's default device");
+               cudaGetErrorString(e), "); it polls on the thread's default device");
     }
     loop();
   });

@@ -41,6 +41,9 @@ struct EngineGroupOptions {
   FifoGeometry geometry{2, 4, 1024};
   // The group's timeout: bounds the close protocol at shutdown (a rank that stayed out).
   std::chrono::milliseconds groupTimeout{5000};
+  // The emulated device of every rank (each rank thread makes it current first, as a rank
+  // calls torch.cuda.set_device).
+  int device = 0;
 };
 
 inline void cudaOk(cudaError_t e, const char* what) {
@@ -53,6 +56,7 @@ inline std::vector<RankOutcome> runEngineGroup(int n, const std::function<void(E
                                                const EngineGroupOptions& o = {}) {
   MemoryStore store;
   return runRanks(n, [&](int rank) {
+    cudaOk(cudaSetDevice(o.device), "the rank's device");
     Communicator comm(store, rank, n, smallSlotOptions());
     FlightRecorder recorder;
     CudaEngineOptions eo;
@@ -60,7 +64,7 @@ inline std::vector<RankOutcome> runEngineGroup(int n, const std::function<void(E
     eo.size = n;
     eo.groupName = "engine";
     eo.timeout = o.groupTimeout;
-    eo.links.device = 0;
+    eo.links.device = o.device;
     eo.links.geometry = o.geometry;
     eo.links.hostId = "emulated-host";
     eo.links.timeout = std::chrono::seconds(20);

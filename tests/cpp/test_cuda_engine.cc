@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cuda_emulator.h"
 #include "cuda_engine_group.h"
 
 namespace ring {
@@ -142,6 +145,41 @@ TEST(CudaEngine, TheKernelStartsAfterTheCallersStream) {
       r.engine.waitIdle();
     }));
   }
+}
+
+// The watchdog queries its group's end events from a thread of its own: on a host of several
+// GPUs it must make the group's device current there first, or its first query creates a
+// context on device 0 for every rank of the host (each costs device memory). A group on
+// device 1 of two, its kernel held back so that the watchdog polls the end event while it is
+// pending; in a child process, whose emulated runtime starts with no context.
+TEST(CudaEngine, TheWatchdogWorksOnItsGroupsDevice) {
+  EXPECT_EXIT(
+      {
+        cudaemu::Config c = cudaemu::config();
+        c.devices = 2;
+        cudaemu::setConfig(c);
+        testing_support::EngineGroupOptions o;
+        o.device = 1;
+        const auto outcomes = runEngineGroup(2, [&](EngineRank& r) {
+          DeviceFloats data(std::vector<float>(64, 1.0f));
+          StreamGate gate;
+          gate.close(r.caller);
+          auto task = r.engine.allReduce(callOf(r, 0), data.data(), 64, DType::Float32,
+                                         RedOp::Sum, 1.0);
+          std::this_thread::sleep_for(50ms);  // the watchdog polls the pending end event
+          gate.open();
+          awaitFinished(*task, 5s);
+          r.engine.waitIdle();
+        }, o);
+        bool ok = cudaemu::hasContext(1) && !cudaemu::hasContext(0);
+        for (const auto& out : outcomes) {
+          if (!out.ok()) std::fprintf(stderr, "a rank failed: %s\n", out.message().c_str());
+          ok = ok && out.ok();
+        }
+        if (cudaemu::hasContext(0)) std::fprintf(stderr, "a context was made on device 0\n");
+        std::_Exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 // A captured stream is refused before anything is queued, with the words the backend shows;

@@ -174,6 +174,12 @@ MUTANTS = [
            "HostKernelRounding.*", quick=True, binaries=("ring_host_kernel_tests",),
            why="float64 PREMUL_SUM's product is left to the compiler, which fuses it into the "
                "add (nvcc does by default): other bits than the CPU ranks'"),
+    Mutant("cuda_watchdog_on_default_device", "csrc/executor/cuda_watchdog.cc",
+           "const cudaError_t e = cudaSetDevice(device_);", "const cudaError_t e = cudaSuccess;",
+           "cpp", "CudaEngine.TheWatchdogWorksOnItsGroupsDevice", quick=True,
+           binaries=("ring_cuda_engine_tests",),
+           why="the watchdog polls on its thread's default device: a context on device 0 for "
+               "every rank of a multi-GPU host"),
     Mutant("gpu_check_pytest_sigterm", "scripts/gpu_check_pytest.sh",
            "timeout -s INT -k", "timeout -s TERM -k", "py",
            "tests/python/test_gpu_check.py -x -q -k stopped_at_its_cap",

@@ -62,6 +62,9 @@ struct Counters {
   int liveEvents = 0;
 };
 Counters counters();
+// Whether `device` has a primary context in this process: made by cudaSetDevice on it, or by
+// the first call that needs a context on a thread whose current device it is.
+bool hasContext(int device);
 // How many times `api` was called in this process (failed calls included).
 uint64_t calls(const std::string& api);
 // Blocks resident on `device` right now.

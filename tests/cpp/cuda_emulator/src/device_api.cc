@@ -58,6 +58,8 @@ cudaError_t cudaSetDevice(int d) {
   if (cudaError_t e = enter("cudaSetDevice")) return fail(e);
   if (device(d) == nullptr) return fail(cudaErrorInvalidDevice);
   cudaemu::detail::currentDevice() = d;  // per host thread, as CUDA keeps it
+  // Since CUDA 12.0 cudaSetDevice initialises the device's primary context at once.
+  cudaemu::detail::noteContext(d);
   return cudaSuccess;
 }
 

@@ -143,13 +143,34 @@ cudaError_t lastError(bool clear) {
   return e;
 }
 
+// The calls that work without a context: they ask about devices or errors. Every other call
+// (streams, events, memory, launches, limits, IPC) makes the thread's current device's primary
+// context first, if it has none: so a thread that never set its device creates one on device
+// 0 (the CUDA Runtime API, "Initialization": the primary context is created on first use;
+// cudaSetDevice creates it on its device since CUDA 12.0, see there).
+bool needsContext(const char* api) {
+  static const std::set<std::string> contextFree = {
+      "cudaGetDevice", "cudaGetDeviceCount", "cudaSetDevice", "cudaGetDeviceProperties",
+      "cudaDeviceGetAttribute", "cudaDeviceCanAccessPeer", "cudaGetLastError",
+      "cudaPeekAtLastError", "cudaGetErrorString", "cudaGetErrorName"};
+  return contextFree.count(api) == 0;
+}
+
+void noteContext(int device) {
+  Runtime& rt = runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  rt.contexts.insert(device);
+}
+
 cudaError_t enter(const char* api) {
   Runtime& rt = runtime();
   std::chrono::milliseconds delay{0};
   cudaError_t injected = cudaSuccess;
+  const int device = threadState().device;
   {
     std::lock_guard<std::mutex> lock(rt.mutex);
     ++rt.calls[api];
+    if (needsContext(api)) rt.contexts.insert(device);
     auto f = rt.failures.find(api);
     if (f != rt.failures.end()) injected = f->second;
     auto d = rt.delays.find(api);
@@ -234,6 +255,12 @@ Counters counters() {
   detail::Runtime& rt = detail::runtime();
   std::lock_guard<std::mutex> lock(rt.mutex);
   return rt.counters;
+}
+
+bool hasContext(int device) {
+  detail::Runtime& rt = detail::runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  return rt.contexts.count(device) != 0;
 }
 
 uint64_t calls(const std::string& api) {

@@ -94,6 +94,8 @@ struct Runtime {
   std::map<std::string, cudaError_t> failures;
   std::map<std::string, std::chrono::milliseconds> delays;
   std::map<std::string, uint64_t> calls;
+  // Devices with a primary context in this process (see enter()): a context, once made, stays.
+  std::set<int> contexts;
   std::map<const void*, size_t> kernelLocalBytes;
   // Keyed by the pointer the caller got.
   std::map<uintptr_t, DeviceAllocation> allocations;
@@ -115,6 +117,8 @@ cudaError_t lastError(bool clear);
 // Every API call starts here: counts the call, sleeps its injected delay, and returns its
 // injected failure, if any.
 cudaError_t enter(const char* api);
+// Records that `device` now has a primary context (cudaSetDevice makes one).
+void noteContext(int device);
 
 // Reads a configuration from CUDA_EMULATOR_* (see cuda_emulator.h).
 Config configFromEnvironment(std::map<std::string, cudaError_t>* failures);

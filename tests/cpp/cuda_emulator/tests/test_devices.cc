@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "test_support.h"
 
@@ -34,6 +35,36 @@ TEST_F(EmulatorDevices, TheCurrentDeviceIsPerHostThread) {
   EXPECT_STREQ(cudaGetErrorString(cudaErrorInvalidDevice), "invalid device ordinal");
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   (void)cudaGetLastError();
+}
+
+// A primary context is made on the calling thread's current device by the first call that
+// needs one (a thread that never set its device makes it on device 0), and by cudaSetDevice on
+// its device (CUDA 12.0 and later); device and error queries make none. In a child: a fresh
+// runtime, with no context yet.
+TEST_F(EmulatorDevices, ContextsAreMadeOnTheCurrentDeviceAtFirstUse) {
+  const pid_t child = forkChild([] {
+    cudaemu::Config c;
+    c.devices = 3;
+    cudaemu::setConfig(c);
+    int n = 0, d = -1;
+    cudaDeviceProp prop;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || cudaGetDevice(&d) != cudaSuccess ||
+        cudaGetDeviceProperties(&prop, 1) != cudaSuccess) {
+      return 10;
+    }
+    (void)cudaGetLastError();
+    if (cudaemu::hasContext(0) || cudaemu::hasContext(1)) return 11;  // queries make none
+    if (cudaSetDevice(2) != cudaSuccess || !cudaemu::hasContext(2)) return 12;
+    cudaEvent_t e = nullptr;
+    if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) return 13;
+    if (cudaemu::hasContext(0)) return 14;  // made on device 2, the current one
+    // Another thread starts on device 0: its first event query makes device 0's context.
+    std::thread([&] { (void)cudaEventQuery(e); }).join();
+    if (!cudaemu::hasContext(0) || cudaemu::hasContext(1)) return 15;
+    (void)cudaEventDestroy(e);
+    return 0;
+  });
+  EXPECT_EQ(waitChild(child), 0);
 }
 
 TEST_F(EmulatorDevices, PropertiesAndAttributesDescribeTheConfiguredDevice) {
