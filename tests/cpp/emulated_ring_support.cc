@@ -23,40 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-const Collective kKinds[] = {Collective::AllReduce, Collective::ReduceScatter,
-                             Collective::AllGather, Collective::Broadcast};
-const DType kDTypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
-                         DType::Int8,    DType::Int16,   DType::Int32,   DType::Int64,
-                         DType::UInt8,   DType::Bool};
-const RedOp kOps[] = {RedOp::Sum, RedOp::Avg,  RedOp::Product, RedOp::Min,      RedOp::Max,
-                      RedOp::BAnd, RedOp::BOr, RedOp::BXor,    RedOp::PreMulSum};
-constexpr double kPreMulFactor = 0.3711;
-
-bool reduces(Collective k) { return k == Collective::AllReduce || k == Collective::ReduceScatter; }
-
-std::vector<std::tuple<Collective, DType, RedOp>> combinations() {
-  std::vector<std::tuple<Collective, DType, RedOp>> out;
-  for (Collective k : kKinds) {
-    for (DType t : kDTypes) {
-      if (!reduces(k)) {
-        out.emplace_back(k, t, RedOp::Sum);
-        continue;
-      }
-      for (RedOp op : kOps) {
-        if (opSupported(t, op)) out.emplace_back(k, t, op);
-      }
-    }
-  }
-  return out;
-}
-
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 int64_t inputElements(const EmulatedCase& c, int world) {
   return c.kind == Collective::ReduceScatter ? c.count * world : c.count;
 }
@@ -112,12 +78,12 @@ std::string describeCase(const EmulatedCase& c) {
                 c.root);
 }
 
-int combinationCount() { return static_cast<int>(combinations().size()); }
+int combinationCount() { return static_cast<int>(kernelCombinations().size()); }
 
 std::vector<EmulatedCase> casesFor(int world, int part, int parts) {
   const int64_t counts[] = {0, 1, world + 1, 1009, 2503};
   std::vector<EmulatedCase> out;
-  const auto all = combinations();
+  const auto all = kernelCombinations();
   for (size_t g = 0; g < all.size(); ++g) {
     if (static_cast<int>(g % static_cast<size_t>(parts)) != part) continue;
     EmulatedCase c;
@@ -129,14 +95,6 @@ std::vector<EmulatedCase> casesFor(int world, int part, int parts) {
     out.push_back(c);
   }
   return out;
-}
-
-FifoGeometry geometryFor(int channels) {
-  FifoGeometry g;
-  g.channels = channels;
-  g.slots = channels == 1 ? 2 : (channels == 2 ? 3 : 4);
-  g.slotBytes = channels % 2 == 1 ? 256 : 512;
-  return g;
 }
 
 CudaLinkOptions linkOptions(int device, const FifoGeometry& g) {

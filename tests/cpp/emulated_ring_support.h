@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/types.h"
+#include "kernel_case_space.h"
 #include "kernels/ring_launcher.h"
 #include "shared_memory_store.h"
 #include "transport/cuda_ipc/cuda_ring_links.h"
@@ -42,9 +43,7 @@ std::vector<EmulatedCase> casesFor(int world, int part, int parts);
 // How many (collective, dtype, op) combinations there are.
 int combinationCount();
 
-// Small slots (256 or 512 bytes, 2-4 per channel): every count above a few hundred elements
-// cycles each channel's slots many times.
-FifoGeometry geometryFor(int channels);
+// geometryFor(channels): kernel_case_space.h.
 CudaLinkOptions linkOptions(int device, const FifoGeometry& g);
 
 // Waits (polling) until `stream` has finished, at most `limit`; past it, raises this rank's

@@ -25,6 +25,7 @@
 #include "common/errors.h"
 #include "executor/cuda_errors.h"
 #include "host_kernel_ring.h"
+#include "kernel_case_space.h"
 #include "kernels/host_shim.h"
 #include "schedule/ring_walk.h"
 
@@ -52,17 +53,7 @@ struct KernelCase {
   int root;        // broadcast
 };
 
-const Collective kKinds[] = {Collective::AllReduce, Collective::ReduceScatter,
-                             Collective::AllGather, Collective::Broadcast};
-const DType kDTypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
-                         DType::Int8,    DType::Int16,   DType::Int32,   DType::Int64,
-                         DType::UInt8,   DType::Bool};
-const RedOp kOps[] = {RedOp::Sum, RedOp::Avg,  RedOp::Product, RedOp::Min,      RedOp::Max,
-                      RedOp::BAnd, RedOp::BOr, RedOp::BXor,    RedOp::PreMulSum};
 const int kOffsets[] = {0, 1, 3};
-constexpr double kPreMulFactor = 0.3711;
-
-bool reduces(Collective k) { return k == Collective::AllReduce || k == Collective::ReduceScatter; }
 
 // 0, 1, n-1, n+1, an odd prime, and one that cycles every slot ring many times.
 std::vector<int64_t> countsFor(int n) { return {0, 1, n - 1, n + 1, 1009, 6007}; }
@@ -72,18 +63,7 @@ constexpr int kCountChoices = 6;
 // combination a world, channel count, size, offset and form by rotating through their values
 // with different strides, so that every value of every dimension appears (checked below).
 std::vector<KernelCase> allCases() {
-  std::vector<std::tuple<Collective, DType, RedOp>> combos;
-  for (Collective k : kKinds) {
-    for (DType t : kDTypes) {
-      if (!reduces(k)) {
-        combos.emplace_back(k, t, RedOp::Sum);
-        continue;
-      }
-      for (RedOp op : kOps) {
-        if (opSupported(t, op)) combos.emplace_back(k, t, op);
-      }
-    }
-  }
+  const std::vector<std::tuple<Collective, DType, RedOp>> combos = kernelCombinations();
   std::vector<KernelCase> cases;
   int g = 0;
   for (int pass = 0; pass < 3; ++pass) {
@@ -113,15 +93,6 @@ std::string describeCase(const KernelCase& c, int64_t count) {
                 c.root);
 }
 
-// One ring per (world, channels): slot counts and sizes vary with the channel count; slots of
-// 256 and 512 bytes make every count above a few hundred cycle the slot ring many times.
-FifoGeometry geometryFor(int channels) {
-  FifoGeometry g;
-  g.channels = channels;
-  g.slots = channels == 1 ? 2 : (channels == 2 ? 3 : 4);
-  g.slotBytes = channels % 2 == 1 ? 256 : 512;
-  return g;
-}
 
 TEST(HostKernelCases, TheSelectionCoversEveryValueOfEveryDimension) {
   std::set<std::tuple<int, int, int>> combos;
@@ -166,13 +137,6 @@ TEST(HostKernelCases, TheSelectionCoversEveryValueOfEveryDimension) {
 }
 
 // ---- inputs ---------------------------------------------------------------------------------------
-
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Element i of rank r's input for case number `id`: full-width integers, floats with many
 // mantissa bits (so that sums round), values near one for PRODUCT (no overflow to inf).
