@@ -251,8 +251,10 @@ MUTANTS = [
     Mutant("cuda_inbox_not_zeroed", "csrc/transport/cuda_ipc/cuda_ring_links.cc",
            "  cudaError_t e = cudaMemsetAsync(inbox_, 0, static_cast<size_t>(bytes), s);",
            "  cudaError_t e = cudaSuccess;", "cpp",
-           "WorldsAndChannels/EmulatedRingThreads.*world2_channels1", quick=True,
+           "WorldsAndChannels/EmulatedRingThreads.*world2_channels1",
            binaries=("ring_cuda_emulated_tests",),
+           # Not in the CI subset: it survived one CI run of three (a fresh allocation can hold
+           # zeros where the counters are), so its kill depends on what the memory held.
            why="the inbox's counters start as whatever cudaMalloc left there"),
     Mutant("cuda_stack_not_sized_at_set_up", "csrc/kernels/ring_launcher.cu",
            "  if (f.maxLocalBytes > stack) {", "  if (false) {", "cpp",
