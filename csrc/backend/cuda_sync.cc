@@ -3,8 +3,6 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/util/Exception.h>
 
-#include <thread>
-
 #include "common/errors.h"
 
 namespace ring {
@@ -34,49 +32,6 @@ DedicatedStream::~DedicatedStream() {
   // Errors ignored: this may run at interpreter exit, after the CUDA runtime began unloading.
   if (raw_ != nullptr) (void)cudaStreamDestroy(raw_);
   (void)cudaGetLastError();
-}
-
-StreamEvent::~StreamEvent() {
-  // Destroying an event whose record is still pending is allowed: the runtime releases it once
-  // the work before it completes.
-  if (event_ != nullptr) (void)cudaEventDestroy(event_);
-  (void)cudaGetLastError();
-}
-
-void StreamEvent::record(const c10::cuda::CUDAStream& stream, const char* what) {
-  c10::cuda::CUDAGuard guard(stream.device_index());
-  if (event_ == nullptr) {
-    check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreateWithFlags",
-          what);
-  }
-  check(cudaEventRecord(event_, stream.stream()), "cudaEventRecord", what);
-}
-
-void StreamEvent::block(const c10::cuda::CUDAStream& stream, const char* what) const {
-  if (event_ == nullptr) return;
-  c10::cuda::CUDAGuard guard(stream.device_index());
-  check(cudaStreamWaitEvent(stream.stream(), event_, 0), "cudaStreamWaitEvent", what);
-}
-
-bool StreamEvent::query() const {
-  if (event_ == nullptr) return true;
-  const cudaError_t e = cudaEventQuery(event_);
-  if (e == cudaErrorNotReady) {
-    (void)cudaGetLastError();  // "not ready" is not an error; leave no trace of it
-    return false;
-  }
-  check(e, "cudaEventQuery", "waiting for a copy");
-  return true;
-}
-
-bool StreamEvent::waitFor(std::chrono::milliseconds timeout) const {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  // Short sleeps: a device-to-host copy of a few MiB takes about a millisecond.
-  while (!query()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-  return true;
 }
 
 }  // namespace ring

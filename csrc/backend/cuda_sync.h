@@ -1,12 +1,10 @@
-// The CUDA streams and events the backend owns: one dedicated stream per use, and a RAII event.
-// Torch-side (c10::cuda) types, CUDA runtime calls only.
+// The CUDA streams the backend owns: one dedicated stream per use, as a torch stream. Torch-side
+// (c10::cuda) types, CUDA runtime calls only; the backend's events are executor/cuda_event.h's.
 #pragma once
 
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 
-#include <chrono>
-#include <string>
 
 namespace ring {
 
@@ -28,27 +26,6 @@ class DedicatedStream {
  private:
   cudaStream_t raw_ = nullptr;
   c10::cuda::CUDAStream stream_;
-};
-
-// An event without timing, created on first record.
-class StreamEvent {
- public:
-  StreamEvent() = default;
-  ~StreamEvent();
-  StreamEvent(const StreamEvent&) = delete;
-  StreamEvent& operator=(const StreamEvent&) = delete;
-
-  // Throws c10::Error naming `what` on a CUDA error.
-  void record(const c10::cuda::CUDAStream& stream, const char* what);
-  // `stream` waits (on the GPU) for the work before the last record.
-  void block(const c10::cuda::CUDAStream& stream, const char* what) const;
-  // Whether the work before the last record has finished (true if never recorded).
-  bool query() const;
-  // Polls query() until it is true or `timeout` passes; returns query().
-  bool waitFor(std::chrono::milliseconds timeout) const;
-
- private:
-  cudaEvent_t event_ = nullptr;
 };
 
 }  // namespace ring

@@ -1,11 +1,11 @@
 #include "backend/staging.h"
 
 #include <ATen/core/ivalue.h>
+#include <ATen/cuda/CachingHostAllocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/util/Exception.h>
 
-#include <condition_variable>
 #include <mutex>
 
 #include "backend/ring_work.h"
@@ -48,6 +48,18 @@ at::Tensor pinnedLike(const at::Tensor& t) {
   return at::empty(t.sizes(), t.options().device(at::kCPU).pinned_memory(true));
 }
 
+HostCopy hostCopyOf(const at::Tensor& deviceTensor, const at::Tensor& host) {
+  return HostCopy{deviceTensor.data_ptr(), host.data_ptr(),
+                  static_cast<size_t>(deviceTensor.numel()) * deviceTensor.element_size()};
+}
+
+// Torch's pinned-memory allocator hands a block out again once its tensor is freed unless a
+// stream still using it was recorded (what a non-blocking copy_ does for its own copies).
+void keepPinnedUntilDone(const at::Tensor& host, const c10::cuda::CUDAStream& stream) {
+  const c10::DataPtr& ptr = host.storage().data_ptr();
+  at::getHostAllocator(at::kCUDA)->record_event(ptr.get(), ptr.get_context(), stream.unwrap());
+}
+
 }  // namespace
 
 std::map<std::string, uint64_t> stagedCalls() {
@@ -55,14 +67,15 @@ std::map<std::string, uint64_t> stagedCalls() {
   return gStagedCalls;
 }
 
-// The device-side Work of a staged call (see staging.h for its semantics).
+// The device-side Work of a staged call: its ordering and completion are StagedCopies' (see
+// executor/staged_copies.h); this adds torch's Future and the Work interface.
 class StagedWork : public c10d::Work {
  public:
-  StagedWork(int rank, c10d::OpType type, uint64_t seq, std::string what,
+  StagedWork(int rank, c10d::OpType type, uint64_t seq, std::shared_ptr<StagedCopies> copies,
              std::vector<at::Tensor> outputs, at::Device device)
       : c10d::Work(rank, type),
         seq_(seq),
-        what_(std::move(what)),
+        copies_(std::move(copies)),
         outputs_(std::move(outputs)),
         device_(device),
         // With the device list: a Future without devices does no stream synchronization at
@@ -70,27 +83,22 @@ class StagedWork : public c10d::Work {
         future_(c10::make_intrusive<c10::ivalue::Future>(
             tensorListType(), std::vector<c10::Device>{device})) {}
 
-  // On the thread that ran the host call, with the dedicated stream current and the copies
-  // back queued on it (success), or with the error.
+  // On the thread that ran the host call, once the copies back are queued (no error) or with
+  // the error, the copy stream current and the device guarded. Once.
   void complete(std::exception_ptr error) {
     std::exception_ptr torchError = error ? toTorchError(error) : nullptr;
     if (torchError) {
       future_->setError(torchError);
     } else {
-      // Records, on the current (= dedicated) stream, the events that future.wait() and
-      // .then() callbacks make their streams wait on: after the copies back.
+      // Records, on the current (= copy) stream, the events that future.wait() and .then()
+      // callbacks make their streams wait on: after the copies back.
       future_->markCompleted(c10::IValue(outputs_));
     }
-    {
-      std::lock_guard<std::mutex> lock(doneMutex_);
-      hostDone_ = true;
-      hostError_ = torchError;
-    }
-    doneCv_.notify_all();
+    // The future first: whoever returns from wait() may read the future's value at once.
+    copies_->finish(torchError);
     finish(torchError);
   }
 
-  StreamEvent& copiedBack() { return copiedBack_; }
   void setSource(int source) { source_.store(source); }
   int sourceRank() const override {
     const int r = source_.load();
@@ -98,10 +106,7 @@ class StagedWork : public c10d::Work {
     return r;
   }
 
-  bool isCompleted() override {
-    std::lock_guard<std::mutex> lock(doneMutex_);
-    return hostDone_ && (hostError_ || copiedBack_.query());
-  }
+  bool isCompleted() override { return copies_->isCompleted(); }
   bool isSuccess() const override { return c10d::Work::isSuccess(); }
   std::exception_ptr exception() const override { return c10d::Work::exception(); }
   std::vector<at::Tensor> result() override { return outputs_; }
@@ -110,36 +115,36 @@ class StagedWork : public c10d::Work {
 
   bool wait(std::chrono::milliseconds /*timeout*/) override {
     // Bounded: the host part ends within its own timeout (or at abort()).
-    std::unique_lock<std::mutex> lock(doneMutex_);
-    doneCv_.wait(lock, [&] { return hostDone_; });
-    if (hostError_) std::rethrow_exception(hostError_);
-    lock.unlock();
-    synchronize();
+    c10::cuda::CUDAGuard guard(device_.index());
+    try {
+      copies_->wait(c10::cuda::getCurrentCUDAStream(device_.index()).stream());
+    } catch (...) {
+      std::rethrow_exception(toTorchError(std::current_exception()));
+    }
     return true;
   }
   void synchronize() override {
     // The caller's current stream waits for the copies back; the CPU does not block.
-    copiedBack_.block(c10::cuda::getCurrentCUDAStream(device_.index()), what_.c_str());
+    c10::cuda::CUDAGuard guard(device_.index());
+    copies_->blockStream(c10::cuda::getCurrentCUDAStream(device_.index()).stream());
   }
 
  private:
   const uint64_t seq_;
-  const std::string what_;
+  std::shared_ptr<StagedCopies> copies_;
   std::vector<at::Tensor> outputs_;
   const at::Device device_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
-  StreamEvent copiedBack_;
-  std::mutex doneMutex_;
-  std::condition_variable doneCv_;
-  bool hostDone_ = false;
-  std::exception_ptr hostError_;
   std::atomic<int> source_{-1};
 };
 
 StagedCall::StagedCall(const char* collective, std::string what, c10d::OpType type, uint64_t seq,
                        int rank, DedicatedStream& stream, std::vector<at::Tensor> inputs,
                        std::vector<at::Tensor> outputs)
-    : what_(std::move(what)), stream_(stream), outputs_(std::move(outputs)), inputs_(std::move(inputs)) {
+    : stream_(stream),
+      copies_(std::make_shared<StagedCopies>(std::move(what), stream.stream().stream())),
+      outputs_(std::move(outputs)),
+      inputs_(std::move(inputs)) {
   {
     std::lock_guard<std::mutex> lock(gStagedMutex);
     ++gStagedCalls[collective];
@@ -147,15 +152,6 @@ StagedCall::StagedCall(const char* collective, std::string what, c10d::OpType ty
   noteStaging();
   const c10::DeviceIndex device = stream.device();
   c10::cuda::CUDAGuard guard(device);
-  const c10::cuda::CUDAStream copies = stream.stream();
-  {
-    // The copies start after everything the caller queued before this call (e.g. the kernel
-    // that produced the input).
-    StreamEvent callerReady;
-    callerReady.record(c10::cuda::getCurrentCUDAStream(device), what_.c_str());
-    callerReady.block(copies, what_.c_str());
-  }
-  c10::cuda::CUDAStreamGuard onCopies(copies);
   // Outputs first: an input that is (a view into) an output becomes the same view of the
   // output's host copy, and that output's contents are copied in.
   std::vector<bool> outputIsRead(outputs_.size(), false);
@@ -171,11 +167,10 @@ StagedCall::StagedCall(const char* collective, std::string what, c10d::OpType ty
       break;
     }
   }
+  std::vector<HostCopy> copiesIn;
   for (size_t o = 0; o < outputs_.size(); ++o) {
     at::Tensor host = pinnedLike(outputs_[o]);
-    // Non-blocking from/to pinned memory: torch's host allocator keeps the block until the copy
-    // is done, even if the tensor is dropped earlier.
-    if (outputIsRead[o]) host.copy_(outputs_[o], /*non_blocking=*/true);
+    if (outputIsRead[o]) copiesIn.push_back(hostCopyOf(outputs_[o], host));
     hostOutputs_.push_back(host);
   }
   for (size_t i = 0; i < inputs_.size(); ++i) {
@@ -188,49 +183,53 @@ StagedCall::StagedCall(const char* collective, std::string what, c10d::OpType ty
       continue;
     }
     at::Tensor host = pinnedLike(inputs_[i]);
-    host.copy_(inputs_[i], /*non_blocking=*/true);
+    copiesIn.push_back(hostCopyOf(inputs_[i], host));
     hostInputs_.push_back(host);
   }
-  copiedIn_.record(copies, what_.c_str());
-  // The caller may drop its tensors now: their memory is not reused before the copies on the
-  // dedicated stream are done.
-  for (const at::Tensor& t : inputs_) {
-    c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), copies);
+  const c10::cuda::CUDAStream copyStream = stream.stream();
+  try {
+    copies_->copyIn(c10::cuda::getCurrentCUDAStream(device).stream(), copiesIn);
+  } catch (...) {
+    std::rethrow_exception(toTorchError(std::current_exception()));
   }
-  work_ = c10::make_intrusive<StagedWork>(rank, type, seq, what_, outputs_,
+  // The caller may drop its tensors now: their memory is not reused before the copies on the
+  // copy stream are done; nor is a pinned block, which torch's host allocator would otherwise
+  // hand out again as soon as its tensor goes.
+  for (const at::Tensor& t : inputs_) {
+    c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), copyStream);
+  }
+  for (const at::Tensor& t : hostOutputs_) keepPinnedUntilDone(t, copyStream);
+  for (const at::Tensor& t : hostInputs_) keepPinnedUntilDone(t, copyStream);
+  work_ = c10::make_intrusive<StagedWork>(rank, type, seq, copies_, outputs_,
                                           at::Device(at::kCUDA, device));
 }
 
 StagedCall::~StagedCall() = default;
 
 void StagedCall::waitCopiedIn(std::chrono::milliseconds timeout) const {
-  if (copiedIn_.waitFor(timeout)) return;
-  throw TimeoutError(strCat("ring: ", what_, ": the copy of its CUDA inputs into host memory "
-                            "did not finish within ", timeout.count(),
-                            " ms (the timeout): the GPU work queued before the call on the "
-                            "caller's stream did not finish"));
+  copies_->waitCopiedIn(timeout);
 }
 
 void StagedCall::finish(std::exception_ptr error, int source) {
   work_->setSource(source);
+  c10::cuda::CUDAGuard guard(stream_.device());
+  c10::cuda::CUDAStreamGuard onCopies(stream_.stream());
+  std::vector<HostCopy> copiesBack;
   if (!error) {
     try {
-      c10::cuda::CUDAGuard guard(stream_.device());
-      c10::cuda::CUDAStreamGuard onCopies(stream_.stream());
       for (size_t o = 0; o < outputs_.size(); ++o) {
-        outputs_[o].copy_(hostOutputs_[o], /*non_blocking=*/true);
+        copiesBack.push_back(hostCopyOf(outputs_[o], hostOutputs_[o]));
         // The caller may drop the output before the copy lands: keep its memory until then.
         c10::cuda::CUDACachingAllocator::recordStream(outputs_[o].storage().data_ptr(),
                                                       stream_.stream());
+        keepPinnedUntilDone(hostOutputs_[o], stream_.stream());
       }
-      work_->copiedBack().record(stream_.stream(), what_.c_str());
-      work_->complete(nullptr);
     } catch (...) {
-      work_->complete(std::current_exception());
+      error = std::current_exception();
     }
-  } else {
-    work_->complete(error);
   }
+  if (!error) error = copies_->queueCopiesBack(copiesBack);
+  work_->complete(error);
   // Nothing here is needed any more (the Work keeps the outputs for result()).
   inputs_.clear();
   outputs_.clear();

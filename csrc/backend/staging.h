@@ -1,15 +1,9 @@
-// CUDA tensors of the calls that have no ring kernel (every collective but the four the kernels
-// cover, point-to-point, and every call of a group whose links have no peer-memory path) go
-// through pinned host memory and the host ring, asynchronously, with ProcessGroupNCCL's stream
-// semantics kept where a host step allows:
-//   on the caller's thread (StagedCall's constructor): a dedicated stream waits for the
-//     caller's current stream and copies the inputs into pinned host buffers; the call returns
-//     a Work at once;
-//   on the thread that runs the host collective: it first waits for those copies (bounded by
-//     the call's timeout), runs on the host buffers, then finish() queues the copies back into
-//     the caller's tensors on the dedicated stream and completes the Work's CUDA Future there;
-//   Work.wait(): blocks the CPU until the host part has run (a stream cannot wait for an event
-//     not recorded yet), then makes the caller's current stream wait for the copies back.
+// CUDA tensors of the calls that have no ring kernel go through pinned host memory and the host
+// ring, asynchronously, with ProcessGroupNCCL's stream semantics kept where a host step allows:
+// the order and completion are executor/staged_copies.h's (torch-free, tested over the emulated
+// CUDA runtime); this adapter picks the host buffers (an input that is a view into an output
+// becomes the same view of its host copy), keeps the caller's and the pinned memory alive until
+// the copies are done, and gives the call torch's Work and Future.
 // Written once for every collective: the host call itself is whatever the backend's CPU path
 // does with the host tensors.
 #pragma once
@@ -25,6 +19,7 @@
 #include <vector>
 
 #include "backend/cuda_sync.h"
+#include "executor/staged_copies.h"
 
 namespace ring {
 
@@ -54,12 +49,11 @@ class StagedCall {
   c10::intrusive_ptr<c10d::Work> work() const;
 
  private:
-  const std::string what_;
   DedicatedStream& stream_;
+  std::shared_ptr<StagedCopies> copies_;
   std::vector<at::Tensor> outputs_;  // the caller's, kept until the copies back are queued
   std::vector<at::Tensor> inputs_;
   std::vector<at::Tensor> hostInputs_, hostOutputs_;
-  StreamEvent copiedIn_;
   c10::intrusive_ptr<StagedWork> work_;
 };
 

@@ -6,6 +6,7 @@
 #include "common/env.h"
 #include "common/errors.h"
 #include "common/logging.h"
+#include "executor/cuda_event.h"
 #include "transport/cuda_ipc/cuda_env.h"
 #include "transport/cuda_ipc/device_scope.h"
 #include "transport/host_identity.h"
@@ -24,14 +25,6 @@ constexpr std::chrono::seconds kCloseWait{30};
 RingWaitLimits limitsFor(std::chrono::milliseconds timeout) {
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout + kDeviceSpinMargin);
   return RingWaitLimits{static_cast<uint64_t>(ns.count())};
-}
-
-// A failed CUDA call of the stream bookkeeping: RingError "ring: <what>: <call> failed: ...".
-void check(cudaError_t e, const char* call, const char* what) {
-  if (e == cudaSuccess) return;
-  (void)cudaGetLastError();
-  throw RingError(strCat("ring: ", what, ": ", call, " failed: ", cudaGetErrorString(e), " (",
-                         cudaGetErrorName(e), ")"));
 }
 
 std::atomic<uint64_t> gKernelCalls{0};
@@ -80,7 +73,7 @@ CudaRingEngine::CudaRingEngine(Store& store, const CudaEngineOptions& opts, Cuda
   // default stream). Why not torch's stream pool: the pool hands the same few streams to every
   // caller in the process, so another rank thread of this process, or a Future.then callback,
   // could get the stream a ring kernel spins on and queue work behind it.
-  check(cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking),
+  checkCuda(cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking),
         "cudaStreamCreateWithFlags", "creating the backend's stream");
   watchdog_ = std::make_unique<CudaWatchdog>(state_, device(), opts.groupName);
 }
@@ -148,11 +141,11 @@ std::shared_ptr<CudaTask> CudaRingEngine::enqueue(const CudaCall& c, const Finge
   // The comm stream starts after everything the caller queued before this call (e.g. the
   // kernel that produced the input).
   if (ready_ == nullptr) {
-    check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags",
+    checkCuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags",
           "recording the caller's stream");
   }
-  check(cudaEventRecord(ready_, c.caller), "cudaEventRecord", "recording the caller's stream");
-  check(cudaStreamWaitEvent(commStream_, ready_, 0), "cudaStreamWaitEvent",
+  checkCuda(cudaEventRecord(ready_, c.caller), "cudaEventRecord", "recording the caller's stream");
+  checkCuda(cudaStreamWaitEvent(commStream_, ready_, 0), "cudaStreamWaitEvent",
         "ordering the comm stream after the caller's");
   std::string error = launch(commStream_);
   cudaEvent_t end = nullptr;

@@ -1,7 +1,8 @@
-// Threads as ranks of a CudaRingEngine group over the emulated CUDA runtime: every rank builds
-// a Communicator (shared memory between the threads: the engine's health, break and flight
-// recorder hooks go through it, as in the backend), then its engine on emulated device 0, and a
-// caller stream of its own; the body runs; the engines shut down together.
+// Ranks of a CudaRingEngine group over the emulated CUDA runtime, as threads (runEngineGroup)
+// or one per process (runEngineRank in each): every rank builds a Communicator (shared memory:
+// the engine's health, break and flight recorder hooks go through it, as in the backend), then
+// its engine on an emulated device, and a caller stream of its own; the body runs; the engines
+// shut down together.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -52,37 +53,55 @@ inline void cudaOk(cudaError_t e, const char* what) {
   }
 }
 
+// A call of `collective` on this rank's caller stream.
+inline CudaCall callOf(const EngineRank& r, uint64_t seq,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(20),
+                       const char* collective = "all_reduce") {
+  CudaCall c;
+  c.collective = collective;
+  c.seq = seq;
+  c.timeout = timeout;
+  c.caller = r.caller;
+  return c;
+}
+
+// One rank of an engine group: the set-up above through `store`, then body(r), then the
+// collective shutdown (also after a body that threw, whose exception is then rethrown).
+inline void runEngineRank(Store& store, int rank, int n, const std::function<void(EngineRank&)>& body,
+                          const EngineGroupOptions& o) {
+  cudaOk(cudaSetDevice(o.device), "the rank's device");
+  Communicator comm(store, rank, n, smallSlotOptions());
+  FlightRecorder recorder;
+  CudaEngineOptions eo;
+  eo.rank = rank;
+  eo.size = n;
+  eo.groupName = "engine";
+  eo.timeout = o.groupTimeout;
+  eo.links.device = o.device;
+  eo.links.geometry = o.geometry;
+  eo.links.hostId = "emulated-host";
+  eo.links.timeout = std::chrono::seconds(20);
+  CudaRingEngine engine(store, eo, communicatorHooks(comm, recorder));
+  if (!engine.usable()) throw std::runtime_error("links declined: " + engine.declineReason());
+  cudaStream_t caller = nullptr;
+  cudaOk(cudaStreamCreateWithFlags(&caller, cudaStreamNonBlocking), "caller stream");
+  EngineRank r{rank, n, comm, recorder, engine, caller};
+  std::exception_ptr failed;
+  try {
+    body(r);
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  engine.shutdown();  // collective: every rank, also one whose body failed
+  (void)cudaStreamDestroy(caller);
+  if (failed) std::rethrow_exception(failed);
+}
+
+// Threads as ranks, through one in-memory store.
 inline std::vector<RankOutcome> runEngineGroup(int n, const std::function<void(EngineRank&)>& body,
                                                const EngineGroupOptions& o = {}) {
   MemoryStore store;
-  return runRanks(n, [&](int rank) {
-    cudaOk(cudaSetDevice(o.device), "the rank's device");
-    Communicator comm(store, rank, n, smallSlotOptions());
-    FlightRecorder recorder;
-    CudaEngineOptions eo;
-    eo.rank = rank;
-    eo.size = n;
-    eo.groupName = "engine";
-    eo.timeout = o.groupTimeout;
-    eo.links.device = o.device;
-    eo.links.geometry = o.geometry;
-    eo.links.hostId = "emulated-host";
-    eo.links.timeout = std::chrono::seconds(20);
-    CudaRingEngine engine(store, eo, communicatorHooks(comm, recorder));
-    if (!engine.usable()) throw std::runtime_error("links declined: " + engine.declineReason());
-    cudaStream_t caller = nullptr;
-    cudaOk(cudaStreamCreateWithFlags(&caller, cudaStreamNonBlocking), "caller stream");
-    EngineRank r{rank, n, comm, recorder, engine, caller};
-    std::exception_ptr failed;
-    try {
-      body(r);
-    } catch (...) {
-      failed = std::current_exception();
-    }
-    engine.shutdown();  // collective: every rank, also one whose body failed
-    (void)cudaStreamDestroy(caller);
-    if (failed) std::rethrow_exception(failed);
-  });
+  return runRanks(n, [&](int rank) { runEngineRank(store, rank, n, body, o); });
 }
 
 // Polls until the task has finished (its outcome known) or `bound` passes; the time it took.
@@ -141,6 +160,12 @@ inline std::vector<float> asFloats(const std::vector<char>& bytes) {
   std::vector<float> v(bytes.size() / sizeof(float));
   std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
   return v;
+}
+
+// The buffer's floats once the task's kernel is done, read as Work.wait() orders a stream.
+inline std::vector<float> floatsAfterTask(CudaTask& t, cudaStream_t stream,
+                                          const DeviceFloats& buffer) {
+  return asFloats(readAfter(t, stream, buffer.data(), buffer.bytes()));
 }
 
 // A stream held back until the host opens it: a one-thread kernel on that stream that waits

@@ -15,7 +15,9 @@
 #include "executor/communicator.h"
 #include "executor/cuda_errors.h"
 #include "float16_reference.h"
+#include "memory_store.h"
 #include "protocol/message_header.h"
+#include "rank_threads.h"
 
 namespace ring {
 namespace testing_support {
@@ -218,7 +220,8 @@ std::string launchCase(const EmulatedCase& c, uint64_t seq, int rank, int world,
 std::vector<std::string> runRankCases(Store& store, int rank, int world, int device,
                                       const FifoGeometry& g,
                                       const std::vector<EmulatedCase>& cases,
-                                      std::string* linkDescription) {
+                                      std::string* linkDescription,
+                                      std::chrono::milliseconds startDelay) {
   std::vector<std::string> failures;
   if (cudaError_t e = cudaSetDevice(device)) return {cudaText("cudaSetDevice", e)};
   CudaRingLinks links(store, rank, world, linkOptions(device, g));
@@ -229,6 +232,7 @@ std::vector<std::string> runRankCases(Store& store, int rank, int world, int dev
   if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) {
     return {cudaText("cudaStreamCreateWithFlags", e)};
   }
+  std::this_thread::sleep_for(startDelay);
   ChannelCounters counters{};
   for (size_t k = 0; k < cases.size(); ++k) {
     const EmulatedCase& c = cases[k];
@@ -253,6 +257,25 @@ std::vector<std::string> runRankCases(Store& store, int rank, int world, int dev
   (void)cudaStreamDestroy(stream);
   links.closeCollectively(store, std::chrono::seconds(20));
   return failures;
+}
+
+std::vector<std::string> runThreadRankCases(int world, const FifoGeometry& g,
+                                            const std::vector<EmulatedCase>& cases,
+                                            bool gpuPerRank, std::vector<std::string>* descriptions) {
+  MemoryStore store;
+  std::vector<std::vector<std::string>> failures(static_cast<size_t>(world));
+  std::vector<std::string> described(static_cast<size_t>(world));
+  const std::vector<RankOutcome> outcomes = runRanks(world, [&](int rank) {
+    failures[rank] = runRankCases(store, rank, world, gpuPerRank ? rank : 0, g, cases,
+                                  &described[rank]);
+  });
+  std::vector<std::string> problems;
+  for (int r = 0; r < world; ++r) {
+    if (!outcomes[r].ok()) problems.push_back(strCat("rank ", r, ": ", outcomes[r].message()));
+    for (const std::string& f : failures[r]) problems.push_back(strCat("rank ", r, ": ", f));
+  }
+  if (descriptions != nullptr) *descriptions = described;
+  return problems;
 }
 
 // ---- rank processes -----------------------------------------------------------------------------

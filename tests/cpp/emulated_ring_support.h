@@ -54,11 +54,22 @@ bool finishOrAbort(CudaRingLinks& links, cudaStream_t stream, std::chrono::milli
 // runs every case through the kernels (device buffers, its own non-blocking stream) and
 // through the CPU executor, then closes the links collectively. Returns what went wrong
 // (empty: every result matched bit for bit and no kernel stopped early). *linkDescription:
-// CudaRingLinks::describe().
+// CudaRingLinks::describe(). `startDelay`: how long the rank waits between setting up its links
+// and its first launch (a rank that comes late).
 std::vector<std::string> runRankCases(Store& store, int rank, int world, int device,
                                       const FifoGeometry& g,
                                       const std::vector<EmulatedCase>& cases,
-                                      std::string* linkDescription = nullptr);
+                                      std::string* linkDescription = nullptr,
+                                      std::chrono::milliseconds startDelay = {});
+
+// runRankCases with ranks as threads of this process (rank r on device r if gpuPerRank, else
+// all on device 0) sharing one in-memory store. Returns every problem as "rank r: ..." (a rank
+// that threw, or a case that did not match), empty if none; *descriptions: each rank's
+// CudaRingLinks::describe().
+std::vector<std::string> runThreadRankCases(int world, const FifoGeometry& g,
+                                            const std::vector<EmulatedCase>& cases,
+                                            bool gpuPerRank = false,
+                                            std::vector<std::string>* descriptions = nullptr);
 
 // One collective of one case on one rank through the kernels: "" or what went wrong; the
 // output bytes in *out.

@@ -19,6 +19,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing_support::awaitFinished;
+using testing_support::callOf;
 using testing_support::DeviceFloats;
 using testing_support::EngineRank;
 using testing_support::errorOf;
@@ -26,25 +27,14 @@ using testing_support::readAfter;
 using testing_support::runEngineGroup;
 using testing_support::StreamGate;
 
-CudaCall callOf(const EngineRank& r, uint64_t seq, const char* name = "all_reduce",
-                std::chrono::milliseconds timeout = 20s) {
-  CudaCall c;
-  c.collective = name;
-  c.seq = seq;
-  c.timeout = timeout;
-  c.caller = r.caller;
-  return c;
-}
-
 void expectAllOk(const std::vector<testing_support::RankOutcome>& outcomes) {
   for (size_t r = 0; r < outcomes.size(); ++r) {
     EXPECT_TRUE(outcomes[r].ok()) << "rank " << r << ": " << outcomes[r].message();
   }
 }
 
-// The buffer's floats once the task's kernel is done, read as Work.wait() orders a stream.
 std::vector<float> floatsAfter(CudaTask& t, const EngineRank& r, const DeviceFloats& buffer) {
-  return testing_support::asFloats(readAfter(t, r.caller, buffer.data(), buffer.bytes()));
+  return testing_support::floatsAfterTask(t, r.caller, buffer);
 }
 
 class CudaEngineWorld : public ::testing::TestWithParam<int> {};
@@ -95,7 +85,7 @@ TEST(CudaEngine, ReduceScatterAllGatherAndBroadcastMatch) {
       whole[i] = static_cast<float>((r.rank + 1) * (i % 5 + 1));
     }
     DeviceFloats input(whole), output(std::vector<float>(per, -1.0f));
-    auto rs = r.engine.reduceScatter(callOf(r, 0, "reduce_scatter_tensor"), input.data(),
+    auto rs = r.engine.reduceScatter(callOf(r, 0, 20s, "reduce_scatter_tensor"), input.data(),
                                      output.data(), per, DType::Float32, RedOp::Sum, 1.0);
     std::vector<float> got = floatsAfter(*rs, r, output);
     for (int64_t i = 0; i < per; ++i) {
@@ -104,13 +94,13 @@ TEST(CudaEngine, ReduceScatterAllGatherAndBroadcastMatch) {
 
     DeviceFloats mine(std::vector<float>(per, static_cast<float>(r.rank + 10)));
     DeviceFloats gathered(std::vector<float>(per * n, -1.0f));
-    auto ag = r.engine.allGather(callOf(r, 1, "all_gather_into_tensor"), mine.data(),
+    auto ag = r.engine.allGather(callOf(r, 1, 20s, "all_gather_into_tensor"), mine.data(),
                                  gathered.data(), per, DType::Float32);
     got = floatsAfter(*ag, r, gathered);
     for (int64_t i = 0; i < per * n; ++i) ASSERT_EQ(got[i], static_cast<float>(i / per + 10)) << i;
 
     DeviceFloats b(std::vector<float>(per, static_cast<float>(r.rank == 1 ? 42 : -r.rank)));
-    auto bc = r.engine.broadcast(callOf(r, 2, "broadcast"), b.data(), per, DType::Float32, 1);
+    auto bc = r.engine.broadcast(callOf(r, 2, 20s, "broadcast"), b.data(), per, DType::Float32, 1);
     got = floatsAfter(*bc, r, b);
     for (int64_t i = 0; i < per; ++i) ASSERT_EQ(got[i], 42.0f) << i;
     r.engine.waitIdle();

@@ -17,6 +17,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing_support::awaitFinished;
+using testing_support::callOf;
 using testing_support::DeviceFloats;
 using testing_support::EngineGroupOptions;
 using testing_support::EngineRank;
@@ -24,15 +25,6 @@ using testing_support::errorOf;
 using testing_support::Latch;
 using testing_support::runEngineGroup;
 using testing_support::StreamGate;
-
-CudaCall callOf(const EngineRank& r, uint64_t seq, std::chrono::milliseconds timeout) {
-  CudaCall c;
-  c.collective = "all_reduce";
-  c.seq = seq;
-  c.timeout = timeout;
-  c.caller = r.caller;
-  return c;
-}
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

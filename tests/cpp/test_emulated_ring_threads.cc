@@ -28,28 +28,17 @@ class EmulatedRingThreads : public ::testing::TestWithParam<std::tuple<int, int>
   }
 };
 
-void expectNoFailures(const std::vector<RankOutcome>& outcomes,
-                      const std::vector<std::vector<std::string>>& failures) {
-  for (size_t r = 0; r < outcomes.size(); ++r) {
-    EXPECT_TRUE(outcomes[r].ok()) << "rank " << r << ": " << outcomes[r].message();
-    for (const std::string& f : failures[r]) ADD_FAILURE() << f;
-  }
-}
-
 TEST_P(EmulatedRingThreads, MatchTheCpuExecutorBitForBit) {
   const int world = std::get<0>(GetParam());
   const int channels = std::get<1>(GetParam());
   const std::vector<EmulatedCase> cases = casesFor(world, (world - 1) * 4 + channels - 1, 16);
   ASSERT_FALSE(cases.empty());
   const cudaemu::Counters before = cudaemu::counters();
-  MemoryStore store;
-  std::vector<std::vector<std::string>> failures(static_cast<size_t>(world));
-  std::vector<std::string> described(static_cast<size_t>(world));
-  auto outcomes = runRanks(world, [&](int rank) {
-    failures[rank] = runRankCases(store, rank, world, 0, geometryFor(channels), cases,
-                                  &described[rank]);
-  });
-  expectNoFailures(outcomes, failures);
+  std::vector<std::string> described;
+  for (const std::string& p : runThreadRankCases(world, geometryFor(channels), cases, false,
+                                                 &described)) {
+    ADD_FAILURE() << p;
+  }
   if (world > 1) {
     EXPECT_NE(described[0].find("direct pointer (threads of one process, same GPU)"),
               std::string::npos) << described[0];
@@ -70,6 +59,26 @@ INSTANTIATE_TEST_SUITE_P(WorldsAndChannels, EmulatedRingThreads,
                          ::testing::Combine(::testing::Range(1, 5), ::testing::Range(1, 5)),
                          paramName);
 
+// A rank that launches 300 ms after its peer: the peer's kernel waits for its messages. What
+// the waiting kernel reads first are its inbox's counters, never yet written by the late rank:
+// they must start at zero (cudaMalloc does not clear memory; the emulator fills it with a
+// non-zero byte, as uninitialized device memory would hold anything).
+TEST(EmulatedRingThreadsTiming, ARankThatComesLateIsWaitedFor) {
+  cudaemu::clearFailures();
+  cudaemu::setConfig(cudaemu::Config{});
+  const std::vector<EmulatedCase> cases = casesFor(2, 3, 40);
+  MemoryStore store;
+  std::vector<std::vector<std::string>> failures(2);
+  auto outcomes = runRanks(2, [&](int rank) {
+    failures[rank] = runRankCases(store, rank, 2, 0, geometryFor(1), cases, nullptr,
+                                  std::chrono::milliseconds(rank == 1 ? 300 : 0));
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(outcomes[rank].ok()) << "rank " << rank << ": " << outcomes[rank].message();
+    for (const std::string& f : failures[rank]) ADD_FAILURE() << f;
+  }
+}
+
 // A GPU per rank: the links enable peer access and use the neighbours' pointers directly.
 TEST(EmulatedRingThreadsAcrossDevices, UsePeerAccess) {
   cudaemu::clearFailures();
@@ -78,14 +87,10 @@ TEST(EmulatedRingThreadsAcrossDevices, UsePeerAccess) {
   cudaemu::setConfig(c);
   const int world = 3;
   const std::vector<EmulatedCase> cases = casesFor(world, 5, 12);
-  MemoryStore store;
-  std::vector<std::vector<std::string>> failures(world);
-  std::vector<std::string> described(world);
-  auto outcomes = runRanks(world, [&](int rank) {
-    failures[rank] = runRankCases(store, rank, world, rank, geometryFor(2), cases,
-                                  &described[rank]);
-  });
-  expectNoFailures(outcomes, failures);
+  std::vector<std::string> described;
+  for (const std::string& p : runThreadRankCases(world, geometryFor(2), cases, true, &described)) {
+    ADD_FAILURE() << p;
+  }
   EXPECT_NE(
       described[1].find("direct pointer (threads of one process, cuda:1 -> cuda:2, peer access)"),
       std::string::npos)
