@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The torch releases users have, beside the one scripts/test.sh builds against (2.14.1): for
 # each, a venv with that torch (scripts/torch_venv.sh), the module built against it, then
-# `torch-ring-check --nproc 2` and PyTorch's own DistributedTest on "ring" at world 3, run from
-# a scratch copy of the tree holding that module:
+# `torch-ring-check --nproc 2`, the tests of what torch's profiler and flight recorder see, and
+# PyTorch's own DistributedTest on "ring" at world 3, run from a scratch copy of the tree
+# holding that module:
 #   2.11.0, Python 3.12  the oldest declared; the GPU machine's stack. Its module is the one
 #                        scripts/gpu_prebuild.sh makes, and scripts/gpu_check.sh is dry-run with
 #                        it here (no GPU: the probe finds none, the tests skip), which must use
@@ -83,6 +84,15 @@ for torch in "${WANT[@]}"; do
     scratch_tree "$tree"
     cp "$modules"/_C*.so "$modules"/_C.torch_version "$tree/torch_ring_backend/"
     (cd "$tree" && PYTHONPATH="$PWD" "$vpy" -m torch_ring_backend.check --nproc 2) >> "$log" 2>&1 || ok=0
+  fi
+  if [ $ok -eq 1 ]; then
+    # What torch's own tools see of ring changes with torch: the profiler's spans and
+    # record_param_comms, torch 2.15's flight-recorder hook, TORCH_FR_BUFFER_SIZE=0.
+    step="profiler and flight recorder tests"
+    (cd "$tree" && PYTHONPATH="$PWD" "$vpy" -m pytest -q -p no:cacheprovider \
+      tests/python/test_profiler.py "tests/python/test_registration.py::test_torch_does_not_hook_its_flight_recorder_onto_ring" \
+      tests/python/test_faults.py -k "profile or recorder or fr_buffer or send_and_recv or worker_thread or without_a_profiler") \
+      >> "$log" 2>&1 || ok=0
   fi
   if [ $ok -eq 1 ]; then
     step="DistributedTest"

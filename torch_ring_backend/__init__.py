@@ -71,6 +71,19 @@ def register():
     dist.Backend.register_backend(
         BACKEND_NAME, _create_backend, extended_api=True, devices=["cpu", "cuda"]
     )
+    _declare_self_recording()
+
+
+def _declare_self_recording():
+    """torch 2.15 attaches its own flight-recorder hook to every group whose backends are not
+    in distributed_c10d._FR_SELF_RECORDING_BACKENDS (gloo, legacy NCCL and XCCL record
+    themselves). "ring" records every collective in its own flight recorder, so it is listed
+    there: each collective is recorded once, and no call pays for torch's hook, which on torch
+    2.15 more than doubles a 4 KiB all_reduce (docs/observability.md has the measurement).
+    On torch releases without that set there is no hook, and nothing to declare."""
+    listed = getattr(dist.distributed_c10d, "_FR_SELF_RECORDING_BACKENDS", None)
+    if isinstance(listed, set):
+        listed.add(BACKEND_NAME)
 
 
 def flight_recorder(group=None, device="cpu"):

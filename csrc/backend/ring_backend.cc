@@ -92,6 +92,8 @@ c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, H
     }
   }
   task.name = name;
+  task.profile = CommProfile::captureIfProfiling(name, seq, profileGroup(), call.inputs,
+                                                 call.outputs);
   task.detail = std::move(call.detail);
   task.call = CallInfo{seq, effectiveTimeout(call.timeout)};
   task.work = c10::make_intrusive<RingWork>(rank_, call.type, task.call.seq, call.outputs);
@@ -104,6 +106,17 @@ c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, H
   auto work = task.work;
   queue_->push(std::move(task));
   return work;
+}
+
+CommProfileGroup RingBackend::profileGroup() const {
+  CommProfileGroup g;
+  g.name = getGroupUid().empty() ? groupName_ : getGroupUid();
+  g.desc = getGroupDesc();
+  g.rank = rank_;
+  g.size = size_;
+  std::tie(g.globalRankStart, g.globalRankStride) =
+      globalRankLayout(options_->global_ranks_in_group, size_);
+  return g;
 }
 
 bool RingBackend::runHere(Communicator& comm, uint64_t seq, int64_t bytes) {

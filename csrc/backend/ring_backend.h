@@ -152,6 +152,8 @@ class RingBackend : public c10d::Backend {
   // thread: every peer has issued it within a short wait, so that the caller waits only for
   // ranks that are bound to come (work_queue.h says why).
   static bool runHere(Communicator& comm, uint64_t seq, int64_t bytes);
+  // This group as torch's profiler names it (record_param_comms).
+  CommProfileGroup profileGroup() const;
   // A Work of a call that runs at once: also covered by an open coalescing block's Work.
   c10::intrusive_ptr<c10d::Work> started(c10::intrusive_ptr<c10d::Work> work);
   P2PEngine& p2p();

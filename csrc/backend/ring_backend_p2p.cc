@@ -6,6 +6,8 @@
 // class, same members (ring_backend.h); a file of their own so that each file stays readable.
 #include "backend/ring_backend.h"
 
+#include <ATen/record_function.h>
+
 #include <c10/util/Exception.h>
 
 #include "backend/tensor_checks.h"
@@ -61,7 +63,12 @@ c10::intrusive_ptr<c10d::Work> RingBackend::pointToPoint(bool isSend, at::Tensor
                  "TORCH_RING_CUDA=1)");
   }
 #endif
-  auto work = c10::make_intrusive<RingWork>(rank_, type, 0, Tensors{data});
+  // Only while a profiler records: a profiling title costs an allocation per call.
+  const bool profiling = at::hasCallbacks();
+  if (profiling) recordPointToPoint(name, profileGroup(), tensor);
+  auto work = c10::make_intrusive<RingWork>(
+      rank_, type, 0, Tensors{data}, profiling ? (isSend ? "ring:send" : "ring:recv") : nullptr,
+      profiling ? std::optional<Tensors>(Tensors{tensor}) : std::nullopt);
   P2POp op;
   op.isSend = isSend;
   op.peer = peer;

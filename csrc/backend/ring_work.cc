@@ -13,8 +13,10 @@ const c10::TypePtr& tensorListType() {
   return type;
 }
 
-RingWork::RingWork(int rank, c10d::OpType type, uint64_t seq, std::vector<at::Tensor> outputs)
-    : c10d::Work(rank, type),
+RingWork::RingWork(int rank, c10d::OpType type, uint64_t seq, std::vector<at::Tensor> outputs,
+                   const char* profilingTitle,
+                   const std::optional<std::vector<at::Tensor>>& inputs)
+    : c10d::Work(rank, type, profilingTitle, inputs),
       seq_(seq),
       outputs_(std::move(outputs)),
       future_(c10::make_intrusive<c10::ivalue::Future>(tensorListType())) {}

@@ -7,13 +7,18 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <atomic>
+#include <optional>
 #include <vector>
 
 namespace ring {
 
 class RingWork : public c10d::Work {
  public:
-  RingWork(int rank, c10d::OpType type, uint64_t seq, std::vector<at::Tensor> outputs);
+  // `profilingTitle` (a string literal, or null): an asynchronous span of torch's profiler from
+  // now until the Work completes, as c10d::Work records it for gloo's calls.
+  RingWork(int rank, c10d::OpType type, uint64_t seq, std::vector<at::Tensor> outputs,
+           const char* profilingTitle = nullptr,
+           const std::optional<std::vector<at::Tensor>>& inputs = std::nullopt);
 
   bool isCompleted() override;
   bool isSuccess() const override;

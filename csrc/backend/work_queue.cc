@@ -113,7 +113,11 @@ void WorkQueue::run(uint64_t id, Task& task, const char* thread) {
   recorder_.markStarted(id, thread, start);
   std::exception_ptr error;
   try {
-    task.body(task.call);
+    if (task.profile) {
+      task.profile->run([&] { task.body(task.call); });
+    } else {
+      task.body(task.call);
+    }
   } catch (...) {
     error = std::current_exception();
   }

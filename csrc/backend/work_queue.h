@@ -18,10 +18,12 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 
+#include "backend/comm_profile.h"
 #include "backend/ring_work.h"
 #include "executor/communicator.h"
 #include "executor/flight_recorder.h"
@@ -36,6 +38,8 @@ class WorkQueue {
     c10::intrusive_ptr<RingWork> work;
     CallInfo call;
     std::function<void(const CallInfo&)> body;
+    // Set while a profiler records on the issuing thread: the body runs inside its events.
+    std::shared_ptr<const CommProfile> profile;
     // Set for a task the caller's thread may run itself, at push, when nothing of the group is
     // queued or running; asked then, as ask(*comm, call.seq, bytes): true runs it there.
     // Unset (ask null): always the worker. A plain function and its arguments: nothing

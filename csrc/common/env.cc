@@ -76,8 +76,9 @@ const EnvKnobs& env() {
     k.directBytes = readInt("TORCH_RING_DIRECT_BYTES", 64 * 1024, 0, int64_t{1} << 40);
     k.debugLevel = readLevel();
     k.debugFile = readString("TORCH_RING_DEBUG_FILE");
-    // torch's own knob for its flight recorders' length; ours keeps 64 entries by default.
-    k.flightRecorderEntries = static_cast<size_t>(readInt("TORCH_FR_BUFFER_SIZE", 64, 1, 1000000));
+    // torch's own knob for its flight recorders' length; ours keeps 64 entries by default, and
+    // 0 turns it off, as it turns off torch's and NCCL's.
+    k.flightRecorderEntries = static_cast<size_t>(readInt("TORCH_FR_BUFFER_SIZE", 64, 0, 1000000));
     k.transport = readTransport();
     k.socketIfname = readString("TORCH_RING_SOCKET_IFNAME");
     k.socketIfnameSource = strCat("TORCH_RING_SOCKET_IFNAME='", k.socketIfname, "'");

@@ -26,7 +26,7 @@ struct FlightEntry {
 class FlightRecorder {
  public:
   explicit FlightRecorder(size_t capacity = 64);
-  // Keeps the last `capacity` entries from now on (at least 1).
+  // Keeps the last `capacity` entries from now on; 0 keeps none (the recorder is off).
   void setCapacity(size_t capacity);
   // Returns an id used by the updates below.
   uint64_t recordQueued(uint64_t seq, std::string collective, std::string detail);

@@ -245,6 +245,14 @@ def test_flight_recorder_keeps_torch_fr_buffer_size_entries():
         assert [e["collective"] for e in entries] == ["all_reduce", "all_reduce", "broadcast"], entries
 
 
+def test_torch_fr_buffer_size_zero_turns_the_flight_recorder_off():
+    # torch documents TORCH_FR_BUFFER_SIZE=0 as "off" for its recorder (and NCCL's): the group
+    # sets up and runs, and keeps no entries.
+    run = run_scenario("flight_recorder", 2, extra_env={"TORCH_FR_BUFFER_SIZE": "0"})
+    for r in run.by_rank().values():
+        assert r["entries"] == [], r["entries"]
+
+
 @pytest.mark.parametrize("level", ["TRACE", "trace"])  # any case, as NCCL_DEBUG
 def test_debug_logging_info_and_trace(level):
     run = run_scenario("debug_log", 2, extra_env={"TORCH_RING_DEBUG": level})

@@ -63,3 +63,20 @@ def test_the_module_records_the_torch_it_was_built_against():
     import torch
     with open(os.path.join(PACKAGE, "_C.torch_version")) as f:
         assert f.read().strip() == torch.__version__
+
+
+def recorder_hook_case(ctx):
+    c10d = dist.distributed_c10d
+    hooks = getattr(c10d._world, "pg_flight_recorder_hooks", {})
+    return {"listed": "ring" in c10d._FR_SELF_RECORDING_BACKENDS,
+            "hooked": dist.group.WORLD in hooks}
+
+
+@pytest.mark.skipif(not hasattr(dist.distributed_c10d, "_FR_SELF_RECORDING_BACKENDS"),
+                    reason="this torch attaches no flight-recorder hook to backends (before 2.15)")
+@pytest.mark.parametrize("world", [2])
+def test_torch_does_not_hook_its_flight_recorder_onto_ring(pool, world):
+    # torch 2.15 hooks its recorder onto every group whose backend does not record itself;
+    # ring does, so it says so, and its group carries no second recorder.
+    for r in pool.run(recorder_hook_case):
+        assert r == {"listed": True, "hooked": False}, r
