@@ -24,7 +24,8 @@ def _device_for(rank, device_kind):
 
 
 def _flat_grads(group, device, rank, steps):
-    """Parameters after `steps` DDP steps, and the gradients of the last step, flattened."""
+    """Parameters after `steps` DDP steps, and the gradients of the last step, flattened; and
+    the DDP model."""
     import torch
     import torch.nn as nn
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -42,7 +43,12 @@ def _flat_grads(group, device, rank, steps):
         grads = torch.cat([p.grad.flatten() for p in model.parameters()])
         opt.step()
     params = torch.cat([p.detach().flatten() for p in model.parameters()])
-    return grads.cpu(), params.cpu()
+    # An evaluation forward, as after training: DDP first broadcasts rank 0's buffers (the
+    # BatchNorm statistics, which every training forward updates from the rank's own batch),
+    # and BatchNorm leaves them as they are.
+    ddp.eval()
+    ddp(images, tokens)
+    return grads.cpu(), params.cpu(), ddp
 
 
 def _rank_checks(device_kind, reference, steps):
@@ -61,16 +67,22 @@ def _rank_checks(device_kind, reference, steps):
     expected = world * (world + 1) / 2
     rows["all_reduce demo (SUM of rank+1)"] = (x.cpu(), float((x - expected).abs().max()))
 
-    ring_grads, ring_params = _flat_grads(None, device, rank, steps)
+    ring_grads, ring_params, ddp = _flat_grads(None, device, rank, steps)
+    # Every parameter and buffer, bitwise (buffers are not in the rows above): the report's
+    # text is the same on every rank; a mismatch fails the row.
+    report = torch_ring_backend.verify_replicas(ddp, raise_on_mismatch=False)
+    replicas = (torch.tensor(list(report.describe().encode()), dtype=torch.uint8),
+                0.0 if report.ok else float("inf"))
     ref_group = dist.new_group(backend=reference) if reference != "none" else None
     if ref_group is not None:
-        ref_grads, ref_params = _flat_grads(ref_group, device, rank, steps)
+        ref_grads, ref_params, _ = _flat_grads(ref_group, device, rank, steps)
         grad_diff = float((ring_grads - ref_grads).abs().max())
         param_diff = float((ring_params - ref_params).abs().max())
     else:
         grad_diff = param_diff = float("nan")
     rows[f"DDP gradients, step {steps}"] = (ring_grads, grad_diff)
     rows[f"DDP parameters after {steps} steps"] = (ring_params, param_diff)
+    rows[f"verify_replicas: {report.checked} parameters and buffers"] = replicas
     dist.destroy_process_group()
     # Raw bytes, not tensors: a tensor would travel back through shared memory that the rank's
     # exit may tear down before the launcher reads it; bytes also compare bit for bit.
