@@ -34,7 +34,7 @@ _check_built_for()
 from . import _C  # noqa: E402
 
 __all__ = ["__version__", "flight_recorder", "register", "RingOptions", "BACKEND_NAME",
-           "verify_replicas", "ReplicaMismatch", "ReplicaReport"]
+           "verify_replicas", "ReplicaMismatch", "ReplicaReport", "straggler_report"]
 
 BACKEND_NAME = "ring"
 
@@ -87,17 +87,32 @@ def _declare_self_recording():
         listed.add(BACKEND_NAME)
 
 
-def flight_recorder(group=None, device="cpu"):
-    """The last collectives of `group` on this rank (oldest first), as a list of dicts with
-    seq, collective, detail, state (queued/running/completed/failed), thread (where it ran:
-    "worker", the group's thread, or "caller", the thread that called it), times and error."""
+def _ring_backend_of(group, device):
     pg = group if group is not None else dist.group.WORLD
     backend = pg._get_backend(torch.device(device))
     # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps every backend in a checking wrapper: look inside.
     backend = getattr(backend, "wrapped_pg", backend)
     if not isinstance(backend, _C.RingBackend):
         raise ValueError(f"the {device} backend of this group is {type(backend).__name__}, not ring")
-    return backend.flight_recorder()
+    return backend
+
+
+def straggler_report(group=None, threshold_ms=1.0, device="cpu"):
+    """Which ranks of `group` the others waited for, over its last 512 collectives (ranks that
+    share a host's shared memory; on other groups it covers no collective). For each rank: in
+    how many collectives it issued last ("last_in"), and by how much it issued after the
+    earliest rank (median_ms, p90_ms, max_ms). "stragglers" lists the ranks whose median
+    lateness is at least `threshold_ms`, and "text" says it in one line. Every rank holds the
+    same report; nothing is exchanged to make it. TORCH_RING_STRAGGLER_LOG_S=N logs that line
+    on rank 0 every N seconds (at TORCH_RING_DEBUG=INFO)."""
+    return _ring_backend_of(group, device).straggler_report(float(threshold_ms))
+
+
+def flight_recorder(group=None, device="cpu"):
+    """The last collectives of `group` on this rank (oldest first), as a list of dicts with
+    seq, collective, detail, state (queued/running/completed/failed), thread (where it ran:
+    "worker", the group's thread, or "caller", the thread that called it), times and error."""
+    return _ring_backend_of(group, device).flight_recorder()
 
 
 register()

@@ -79,7 +79,31 @@ PYBIND11_MODULE(_C, m) {
             }
             return out;
           },
-          "The last collectives of this group on this rank, oldest first.");
+          "The last collectives of this group on this rank, oldest first.")
+      .def(
+          "straggler_report",
+          [](const ring::RingBackend& self, double thresholdMs) {
+            const ring::StragglerReport r = self.stragglerReport(thresholdMs);
+            py::list ranks;
+            for (const auto& s : r.ranks) {
+              py::dict d;
+              d["rank"] = s.rank;
+              d["last_in"] = s.lastIn;
+              d["median_ms"] = s.medianMs;
+              d["p90_ms"] = s.p90Ms;
+              d["max_ms"] = s.maxMs;
+              ranks.append(d);
+            }
+            py::dict out;
+            out["collectives"] = r.collectives;
+            out["threshold_ms"] = r.thresholdMs;
+            out["ranks"] = ranks;
+            out["stragglers"] = r.stragglers;
+            out["text"] = r.describe();
+            return out;
+          },
+          py::arg("threshold_ms"),
+          "Which ranks the others waited for over this group's last collectives.");
 
   // Counters for tests: which path CUDA calls of this process took.
   m.def("kernel_call_count", [] {

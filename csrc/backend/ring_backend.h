@@ -134,6 +134,8 @@ class RingBackend : public c10d::Backend {
   void shutdown() override;
 
   const FlightRecorder& flightRecorder() const { return recorder_; }
+  // Who this group's ranks waited for (executor/straggler_stats.h), over its last collectives.
+  StragglerReport stragglerReport(double thresholdMs) const;
   const std::string& groupName() const { return groupName_; }
 
  private:
@@ -173,7 +175,7 @@ class RingBackend : public c10d::Backend {
   std::atomic<int> shrinks_{0};
   std::mutex hookMutex_;
   // Released by shutdown() (guarded by commMutex_ from then on: abort() may race with it).
-  std::mutex commMutex_;
+  mutable std::mutex commMutex_;
   std::unique_ptr<Communicator> comm_;
   FlightRecorder recorder_;  // sized from TORCH_FR_BUFFER_SIZE in the constructor
   std::atomic<uint64_t> seq_{0};

@@ -272,4 +272,10 @@ c10::intrusive_ptr<c10d::Backend> RingBackend::shrink(const std::vector<int64_t>
                                           options);
 }
 
+StragglerReport RingBackend::stragglerReport(double thresholdMs) const {
+  std::lock_guard<std::mutex> lock(commMutex_);
+  if (!comm_) return StragglerReport{};
+  return comm_->stragglers().report(thresholdMs);
+}
+
 }  // namespace ring

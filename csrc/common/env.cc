@@ -79,6 +79,7 @@ const EnvKnobs& env() {
     // torch's own knob for its flight recorders' length; ours keeps 64 entries by default, and
     // 0 turns it off, as it turns off torch's and NCCL's.
     k.flightRecorderEntries = static_cast<size_t>(readInt("TORCH_FR_BUFFER_SIZE", 64, 0, 1000000));
+    k.stragglerLogSeconds = static_cast<int>(readInt("TORCH_RING_STRAGGLER_LOG_S", 0, 0, 86400));
     k.transport = readTransport();
     k.socketIfname = readString("TORCH_RING_SOCKET_IFNAME");
     k.socketIfnameSource = strCat("TORCH_RING_SOCKET_IFNAME='", k.socketIfname, "'");

@@ -35,8 +35,12 @@ struct EnvKnobs {
   // TORCH_RING_DEBUG_FILE (NCCL_DEBUG_FILE's counterpart): where log lines go instead of stderr,
   // with %h, %p and %r expanded (common/logging.h); empty: stderr.
   std::string debugFile;
-  // TORCH_FR_BUFFER_SIZE (torch's name): collectives each group's flight recorder keeps (64).
+  // TORCH_FR_BUFFER_SIZE (torch's name): collectives each group's flight recorder keeps (64;
+  // 0: off).
   size_t flightRecorderEntries;
+  // TORCH_RING_STRAGGLER_LOG_S: every this many seconds, rank 0 of each group logs (at INFO)
+  // which ranks the others waited for (executor/straggler_stats.h); 0, the default: never.
+  int stragglerLogSeconds;
   // TORCH_RING_TRANSPORT = auto | shm | tcp, any case (default auto): how ranks are linked. auto: shared
   // memory between ranks of one host, TCP between hosts, in the same ring; tcp: TCP for every
   // link (to test the TCP path on one host); shm: shared memory only (an error if the ranks

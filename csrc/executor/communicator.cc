@@ -52,7 +52,7 @@ int64_t sliceElems(int64_t slotBytes, DType t) {
 }  // namespace
 
 Communicator::Communicator(Store& store, int rank, int size, const CommOptions& opts)
-    : rank_(rank), size_(size), groupName_(opts.groupName) {
+    : rank_(rank), size_(size), groupName_(opts.groupName), stragglers_(size) {
   RING_USAGE_CHECK(size >= 1 && rank >= 0 && rank < size, "ring: invalid rank ", rank,
                    " for a group of size ", size);
   // Set-up's log lines name this rank and group (also when the backend is not the caller).
@@ -342,7 +342,27 @@ void Communicator::barrier(const CallInfo& c) {
 }
 
 void Communicator::announceIssued(uint64_t count) {
-  if (transport_->announces()) transport_->announceIssued(count);
+  if (!transport_->announces()) return;
+  transport_->announceIssued(count);
+  // The transport keeps 64 issue times per rank: stay well inside them (a collective whose
+  // entry was overwritten would never be read), skipping what fell behind.
+  constexpr uint64_t kBehind = 32;
+  if (count > kBehind && nextIssueToCollect_ + kBehind < count) {
+    nextIssueToCollect_ = count - kBehind;
+  }
+  // In order, as far as every rank has issued (usually the previous collective: one read of
+  // each rank's entry per call).
+  while (nextIssueToCollect_ < count &&
+         transport_->issueTimes(nextIssueToCollect_, &issueScratch_)) {
+    stragglers_.add(issueScratch_);
+    ++nextIssueToCollect_;
+  }
+  const int every = env().stragglerLogSeconds;
+  if (every > 0 && rank_ == 0 &&
+      std::chrono::steady_clock::now() - lastStragglerLog_ >= std::chrono::seconds(every)) {
+    lastStragglerLog_ = std::chrono::steady_clock::now();
+    RING_LOG(kLogInfo, "stragglers: ", stragglers_.report(1.0).describe());
+  }
 }
 
 bool Communicator::allIssued(uint64_t count, std::chrono::microseconds patience) {

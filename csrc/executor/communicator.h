@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/types.h"
+#include "executor/straggler_stats.h"
 #include "transport/link.h"
 #include "transport/store.h"
 
@@ -83,8 +84,12 @@ class Communicator {
   void barrier(const CallInfo& c);
 
   // This rank has issued `count` collectives of the group: told to the peers where the
-  // transport can (Transport::announces).
+  // transport can (Transport::announces), with the time; then the issue times of the earlier
+  // collectives that every rank has issued go into stragglers().
   void announceIssued(uint64_t count);
+  // Who the others waited for, over the group's last collectives (shared memory groups: the
+  // ranks of one host share a clock; elsewhere it stays empty).
+  const StragglerStats& stragglers() const { return stragglers_; }
   // Whether every rank has issued `count` collectives, waiting up to `patience` for it (a busy
   // poll). Always false where the transport cannot tell.
   bool allIssued(uint64_t count, std::chrono::microseconds patience);
@@ -118,6 +123,11 @@ class Communicator {
   // memory with every other, where every link is as close as the ring's.
   int64_t directBytes_ = 0;
   std::unique_ptr<Transport> transport_;
+  // Issue times: collected on the issuing thread (announceIssued), read by report calls.
+  StragglerStats stragglers_;
+  uint64_t nextIssueToCollect_ = 0;
+  std::vector<int64_t> issueScratch_;
+  std::chrono::steady_clock::time_point lastStragglerLog_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace ring

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "protocol/message_header.h"
 #include "transport/wait.h"
@@ -90,6 +91,14 @@ class Transport {
   virtual void announceIssued(uint64_t count) { (void)count; }
   virtual bool allIssued(uint64_t count) const {
     (void)count;
+    return false;
+  }
+  // When each rank issued collective `seq` (ns of one steady clock shared by all the ranks),
+  // into (*ns)[rank]. False when that is not known: a rank has not issued it yet, it is older
+  // than the transport keeps, or the ranks share no clock (other hosts).
+  virtual bool issueTimes(uint64_t seq, std::vector<int64_t>* ns) const {
+    (void)seq;
+    (void)ns;
     return false;
   }
 };

@@ -11,7 +11,9 @@
 namespace ring {
 
 constexpr uint64_t kSegmentMagic = 0x746f7263685f7267ull;  // "torch_rg"
-constexpr uint32_t kLayoutVersion = 3;  // 3: SegmentHeader::issued
+constexpr uint32_t kLayoutVersion = 4;  // 3: SegmentHeader::issued; 4: issue times
+// How many of the owner's latest collectives keep their issue time (SegmentHeader::issueTimes).
+constexpr int kIssueHistory = 64;
 constexpr size_t kReasonBytes = 1024;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "counters are shared across processes");
@@ -46,6 +48,16 @@ struct SegmentHeader {
   // where to run the next one, never a guard on data: release/acquire keeps it monotonic as
   // seen by the peers, nothing more. Its own cache line: the owner writes it on every call.
   alignas(64) std::atomic<uint64_t> issued;
+  // When the owner issued each of its last kIssueHistory collectives (steady clock, ns: one
+  // clock for every process of the host), so that any rank can tell who the others waited for
+  // (executor/straggler_stats.h). Entry seq % kIssueHistory; a seqlock per entry, because the
+  // owner overwrites it 64 collectives later: `tag` is 0 while `ns` is being written, then
+  // seq + 1.
+  struct IssueTime {
+    std::atomic<uint64_t> tag;
+    std::atomic<int64_t> ns;
+  };
+  alignas(64) IssueTime issueTimes[kIssueHistory];
 };
 
 // One FIFO's counters, each on its own cache line so that sender and receiver do not

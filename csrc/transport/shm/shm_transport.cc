@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -314,7 +316,35 @@ std::string ShmTransport::describeLink(int peer) const {
 }
 
 void ShmTransport::announceIssued(uint64_t count) {
-  header(localIndex_[rank_])->issued.store(count, std::memory_order_release);
+  SegmentHeader* h = header(localIndex_[rank_]);
+  if (count > 0) {
+    // A seqlock write: readers that see the tag unchanged across their read of `ns` read the
+    // `ns` written with that tag (the release fence orders the tag's clearing before `ns`).
+    SegmentHeader::IssueTime& e = h->issueTimes[(count - 1) % kIssueHistory];
+    e.tag.store(0, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    e.ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                   std::chrono::steady_clock::now().time_since_epoch()).count(),
+               std::memory_order_relaxed);
+    e.tag.store(count, std::memory_order_release);
+  }
+  h->issued.store(count, std::memory_order_release);
+}
+
+bool ShmTransport::issueTimes(uint64_t seq, std::vector<int64_t>* ns) const {
+  if (!onlySharedMemory()) return false;
+  ns->assign(static_cast<size_t>(nranks_), 0);
+  for (int r = 0; r < nranks_; ++r) {
+    const SegmentHeader::IssueTime& e = header(localIndex_[r])->issueTimes[seq % kIssueHistory];
+    // The seqlock read: the tag before and after `ns` must both name this collective.
+    const uint64_t before = e.tag.load(std::memory_order_acquire);
+    const int64_t t = e.ns.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    const uint64_t after = e.tag.load(std::memory_order_relaxed);
+    if (before != seq + 1 || after != seq + 1) return false;
+    (*ns)[static_cast<size_t>(r)] = t;
+  }
+  return true;
 }
 
 bool ShmTransport::allIssued(uint64_t count) const {

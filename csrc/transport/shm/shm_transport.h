@@ -90,6 +90,7 @@ class ShmTransport : public Transport {
   bool announces() const override { return onlySharedMemory(); }
   void announceIssued(uint64_t count) override;
   bool allIssued(uint64_t count) const override;
+  bool issueTimes(uint64_t seq, std::vector<int64_t>* ns) const override;
 
  private:
   // Segments are indexed by position in local_ (the FIFO layout's sender index too).

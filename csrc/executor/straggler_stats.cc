@@ -1,0 +1,90 @@
+#include "executor/straggler_stats.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "common/errors.h"
+
+namespace ring {
+namespace {
+
+// The q-quantile of `v` (nearest rank); 0 for none.
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
+  return v[i];
+}
+
+std::string ms(double x) {
+  std::ostringstream o;
+  o.precision(x < 10 ? 2 : 3);
+  o << x << " ms";
+  return o.str();
+}
+
+}  // namespace
+
+StragglerStats::StragglerStats(int size, size_t window) : size_(size), window_(window) {}
+
+void StragglerStats::add(const std::vector<int64_t>& issuedNs) {
+  RING_ASSERT(static_cast<int>(issuedNs.size()) == size_, "issue times of ", issuedNs.size(),
+              " ranks for a group of ", size_);
+  const int64_t first = *std::min_element(issuedNs.begin(), issuedNs.end());
+  std::vector<double> late(issuedNs.size());
+  for (size_t r = 0; r < issuedNs.size(); ++r) late[r] = static_cast<double>(issuedNs[r] - first) / 1e6;
+  const auto lastIt = std::max_element(issuedNs.begin(), issuedNs.end());
+  const bool tie = std::count(issuedNs.begin(), issuedNs.end(), *lastIt) > 1;
+  std::lock_guard<std::mutex> lock(mutex_);
+  lateMs_.push_back(std::move(late));
+  last_.push_back(tie ? -1 : static_cast<int>(lastIt - issuedNs.begin()));
+  if (lateMs_.size() > window_) {
+    lateMs_.pop_front();
+    last_.pop_front();
+  }
+  ++added_;
+}
+
+uint64_t StragglerStats::added() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return added_;
+}
+
+StragglerReport StragglerStats::report(double thresholdMs) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  StragglerReport rep;
+  rep.collectives = lateMs_.size();
+  rep.thresholdMs = thresholdMs;
+  for (int r = 0; r < size_; ++r) {
+    std::vector<double> mine;
+    mine.reserve(lateMs_.size());
+    for (const auto& c : lateMs_) mine.push_back(c[static_cast<size_t>(r)]);
+    StragglerRank s;
+    s.rank = r;
+    s.lastIn = static_cast<uint64_t>(std::count(last_.begin(), last_.end(), r));
+    s.medianMs = quantile(mine, 0.5);
+    s.p90Ms = quantile(mine, 0.9);
+    s.maxMs = mine.empty() ? 0 : *std::max_element(mine.begin(), mine.end());
+    if (!mine.empty() && s.medianMs >= thresholdMs) rep.stragglers.push_back(r);
+    rep.ranks.push_back(s);
+  }
+  return rep;
+}
+
+std::string StragglerReport::describe() const {
+  if (collectives == 0) return "no collective of this group has been seen by every rank yet";
+  if (stragglers.empty()) {
+    return strCat("no rank was late by ", ms(thresholdMs), " or more (median) in the last ",
+                  collectives, " collectives");
+  }
+  std::string out;
+  for (int r : stragglers) {
+    const StragglerRank& s = ranks[static_cast<size_t>(r)];
+    if (!out.empty()) out += "; ";
+    out += strCat("rank ", r, " was the last to issue in ", s.lastIn, " of ", collectives,
+                  " collectives, late by ", ms(s.medianMs), " (median), ", ms(s.p90Ms), " (p90)");
+  }
+  return out;
+}
+
+}  // namespace ring

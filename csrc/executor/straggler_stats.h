@@ -1,0 +1,56 @@
+// Who the others wait for: from when each rank issued each collective (Transport::issueTimes),
+// every rank's lateness in it - its issue time minus the earliest rank's - kept for the
+// group's last collectives, and summarized per rank. No backend reports this; a user sees
+// only that a collective took long, not that the same rank arrives late in every step (a slow
+// data loader, a straggling GPU, a rank doing extra work).
+//
+// Why issue times and not receive times: on a ring each rank hears only from its left
+// neighbour, and a late rank delays everyone behind it, so the first message's wait blames the
+// neighbour. The issue time is each rank's own, on one clock for the ranks of a host.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace ring {
+
+struct StragglerRank {
+  int rank = 0;
+  uint64_t lastIn = 0;     // collectives in which it issued last (ties: none counted)
+  double medianMs = 0;     // its lateness over the kept collectives
+  double p90Ms = 0;
+  double maxMs = 0;
+};
+
+struct StragglerReport {
+  uint64_t collectives = 0;           // kept collectives the report covers
+  double thresholdMs = 0;
+  std::vector<StragglerRank> ranks;   // every rank, by rank
+  std::vector<int> stragglers;        // ranks whose median lateness is at least thresholdMs
+  // "rank 3 was late in 29 of 30 collectives: by 20.1 ms (median), 20.4 ms (p90)", or
+  // "no rank was late by 1 ms or more (median) in the last 30 collectives".
+  std::string describe() const;
+};
+
+class StragglerStats {
+ public:
+  // Keeps the latenesses of the last `window` collectives.
+  StragglerStats(int size, size_t window = 512);
+  // The issue times (ns, one clock) of one collective, by rank.
+  void add(const std::vector<int64_t>& issuedNs);
+  StragglerReport report(double thresholdMs) const;
+  uint64_t added() const;
+
+ private:
+  const int size_;
+  const size_t window_;
+  mutable std::mutex mutex_;
+  std::deque<std::vector<double>> lateMs_;  // per collective, per rank
+  std::deque<int> last_;                    // per collective: the rank that issued last, or -1
+  uint64_t added_ = 0;
+};
+
+}  // namespace ring
