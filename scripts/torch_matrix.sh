@@ -87,11 +87,13 @@ for torch in "${WANT[@]}"; do
   fi
   if [ $ok -eq 1 ]; then
     # What torch's own tools see of ring changes with torch: the profiler's spans and
-    # record_param_comms, torch 2.15's flight-recorder hook, TORCH_FR_BUFFER_SIZE=0.
+    # record_param_comms, the dumps fr_trace reads, torch 2.15's flight-recorder hook,
+    # TORCH_FR_BUFFER_SIZE=0.
     step="profiler and flight recorder tests"
     (cd "$tree" && PYTHONPATH="$PWD" "$vpy" -m pytest -q -p no:cacheprovider \
-      tests/python/test_profiler.py "tests/python/test_registration.py::test_torch_does_not_hook_its_flight_recorder_onto_ring" \
-      tests/python/test_faults.py -k "profile or recorder or fr_buffer or send_and_recv or worker_thread or without_a_profiler") \
+      tests/python/test_profiler.py tests/python/test_fr_dump.py \
+      "tests/python/test_registration.py::test_torch_does_not_hook_its_flight_recorder_onto_ring" \
+      "tests/python/test_faults.py::test_torch_fr_buffer_size_zero_turns_the_flight_recorder_off") \
       >> "$log" 2>&1 || ok=0
   fi
   if [ $ok -eq 1 ]; then

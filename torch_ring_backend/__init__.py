@@ -34,7 +34,8 @@ _check_built_for()
 from . import _C  # noqa: E402
 
 __all__ = ["__version__", "flight_recorder", "register", "RingOptions", "BACKEND_NAME",
-           "verify_replicas", "ReplicaMismatch", "ReplicaReport", "straggler_report"]
+           "verify_replicas", "ReplicaMismatch", "ReplicaReport", "straggler_report",
+           "dump_flight_recorder", "flight_recorder_dump"]
 
 BACKEND_NAME = "ring"
 
@@ -117,4 +118,5 @@ def flight_recorder(group=None, device="cpu"):
 
 register()
 
+from .fr_dump import dump_flight_recorder, flight_recorder_dump  # noqa: E402
 from .replicas import ReplicaMismatch, ReplicaReport, verify_replicas  # noqa: E402

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "backend/fr_dump.h"
 #include "backend/ring_backend.h"
 #ifdef RING_WITH_CUDA
 #include "backend/cuda_collectives.h"
@@ -75,6 +76,12 @@ PYBIND11_MODULE(_C, m) {
               d["started_ms"] = e.startedAtMs;
               d["ended_ms"] = e.endedAtMs;
               d["error"] = e.error;
+              d["input_sizes"] = e.shapes.inputSizes;
+              d["output_sizes"] = e.shapes.outputSizes;
+              d["input_dtypes"] = e.shapes.inputDtypes;
+              d["output_dtypes"] = e.shapes.outputDtypes;
+              d["created_ns"] = e.createdUnixNs;
+              d["timeout_ms"] = e.timeoutMs;
               out.append(d);
             }
             return out;
@@ -104,6 +111,14 @@ PYBIND11_MODULE(_C, m) {
           },
           py::arg("threshold_ms"),
           "Which ranks the others waited for over this group's last collectives.");
+
+  m.def("flight_recorder_dump_bytes", [] {
+    const std::vector<char> b = ring::flightRecorderDumpBytes();
+    return py::bytes(b.data(), b.size());
+  }, "Every ring group's flight recorder of this process, in torch's pickled dump format.");
+  m.def("write_flight_recorder_dump", &ring::writeFlightRecorderDump, py::arg("path"),
+        py::call_guard<py::gil_scoped_release>(),
+        "Writes flight_recorder_dump_bytes() to `path`.");
 
   // Counters for tests: which path CUDA calls of this process took.
   m.def("kernel_call_count", [] {

@@ -71,6 +71,20 @@ Exchange exchangeOf(const std::vector<int64_t>& sendBytes, const std::vector<int
   return x;
 }
 
+// What the flight recorder keeps of a call's tensors (torch's entries list the same).
+FlightShapes flightShapes(const Tensors& inputs, const Tensors& outputs) {
+  FlightShapes s;
+  for (const at::Tensor& t : inputs) {
+    s.inputSizes.emplace_back(t.sizes().begin(), t.sizes().end());
+    s.inputDtypes.emplace_back(c10::toString(t.scalar_type()));
+  }
+  for (const at::Tensor& t : outputs) {
+    s.outputSizes.emplace_back(t.sizes().begin(), t.sizes().end());
+    s.outputDtypes.emplace_back(c10::toString(t.scalar_type()));
+  }
+  return s;
+}
+
 }  // namespace
 
 // ---- the one dispatch ------------------------------------------------------------------------
@@ -94,6 +108,7 @@ c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, H
   task.name = name;
   task.profile = CommProfile::captureIfProfiling(name, seq, profileGroup(), call.inputs,
                                                  call.outputs);
+  if (recorder_.enabled()) task.shapes = flightShapes(call.inputs, call.outputs);
   task.detail = std::move(call.detail);
   task.call = CallInfo{seq, effectiveTimeout(call.timeout)};
   task.work = c10::make_intrusive<RingWork>(rank_, call.type, task.call.seq, call.outputs);

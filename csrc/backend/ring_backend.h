@@ -134,6 +134,10 @@ class RingBackend : public c10d::Backend {
   void shutdown() override;
 
   const FlightRecorder& flightRecorder() const { return recorder_; }
+  // The group as a flight-recorder dump names it: torch's uid (else the options' name), and
+  // the job's ranks of its members.
+  std::string dumpGroupUid() const;
+  std::vector<int64_t> globalRanks() const;
   // Who this group's ranks waited for (executor/straggler_stats.h), over its last collectives.
   StragglerReport stragglerReport(double thresholdMs) const;
   const std::string& groupName() const { return groupName_; }

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "backend/fr_dump.h"
 #include "backend/tensor_checks.h"
 #include "common/env.h"
 #include "common/errors.h"
@@ -71,9 +72,26 @@ RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
              std::chrono::steady_clock::time_point end, const std::exception_ptr& error) {
         finished(type, seq, start, end, error);
       });
+  registerGroupForDumps(this);
 }
 
-RingBackend::~RingBackend() { shutdown(); }
+RingBackend::~RingBackend() {
+  shutdown();
+  unregisterGroupForDumps(this);
+}
+
+std::string RingBackend::dumpGroupUid() const {
+  return getGroupUid().empty() ? groupName_ : getGroupUid();
+}
+
+std::vector<int64_t> RingBackend::globalRanks() const {
+  std::vector<int64_t> ranks;
+  for (uint64_t r : options_->global_ranks_in_group) ranks.push_back(static_cast<int64_t>(r));
+  if (ranks.empty()) {  // the default group: global rank = group rank
+    for (int r = 0; r < size_; ++r) ranks.push_back(r);
+  }
+  return ranks;
+}
 
 void RingBackend::shutdown() {
   LogScope logScope(rank_, groupName_);
@@ -171,7 +189,11 @@ void RingBackend::finished(c10d::OpType type, uint64_t seq,
                            std::chrono::steady_clock::time_point start,
                            std::chrono::steady_clock::time_point end,
                            const std::exception_ptr& error) {
-  if (error) lastError_.store(static_cast<int>(errorTypeOf(error)));
+  if (error) {
+    lastError_.store(static_cast<int>(errorTypeOf(error)));
+    const std::vector<int64_t> ranks = globalRanks();
+    dumpAfterFailureOnce(static_cast<int>(ranks[static_cast<size_t>(rank_)]));
+  }
   std::function<void(std::shared_ptr<c10d::WorkInfo>)> hook;
   {
     std::lock_guard<std::mutex> lock(hookMutex_);

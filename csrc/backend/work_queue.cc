@@ -22,7 +22,8 @@ WorkQueue::WorkQueue(int rank, std::string groupName, FlightRecorder& recorder,
 WorkQueue::~WorkQueue() { stop(); }
 
 void WorkQueue::push(Task task) {
-  const uint64_t id = recorder_.recordQueued(task.call.seq, task.name, task.detail);
+  const uint64_t id = recorder_.recordQueued(task.call.seq, task.name, task.detail,
+                                             std::move(task.shapes), task.call.timeout.count());
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) {

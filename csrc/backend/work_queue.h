@@ -38,6 +38,8 @@ class WorkQueue {
     c10::intrusive_ptr<RingWork> work;
     CallInfo call;
     std::function<void(const CallInfo&)> body;
+    // Its tensors for the flight recorder (empty while the recorder is off).
+    FlightShapes shapes;
     // Set while a profiler records on the issuing thread: the body runs inside its events.
     std::shared_ptr<const CommProfile> profile;
     // Set for a task the caller's thread may run itself, at push, when nothing of the group is

@@ -74,7 +74,7 @@ CudaRingEngine::CudaRingEngine(Store& store, const CudaEngineOptions& opts, Cuda
   // caller in the process, so another rank thread of this process, or a Future.then callback,
   // could get the stream a ring kernel spins on and queue work behind it.
   checkCuda(cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking),
-        "cudaStreamCreateWithFlags", "creating the backend's stream");
+            "cudaStreamCreateWithFlags", "creating the backend's stream");
   watchdog_ = std::make_unique<CudaWatchdog>(state_, device(), opts.groupName);
 }
 
@@ -141,12 +141,12 @@ std::shared_ptr<CudaTask> CudaRingEngine::enqueue(const CudaCall& c, const Finge
   // The comm stream starts after everything the caller queued before this call (e.g. the
   // kernel that produced the input).
   if (ready_ == nullptr) {
-    checkCuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags",
-          "recording the caller's stream");
+    checkCuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming),
+              "cudaEventCreateWithFlags", "recording the caller's stream");
   }
   checkCuda(cudaEventRecord(ready_, c.caller), "cudaEventRecord", "recording the caller's stream");
   checkCuda(cudaStreamWaitEvent(commStream_, ready_, 0), "cudaStreamWaitEvent",
-        "ordering the comm stream after the caller's");
+            "ordering the comm stream after the caller's");
   std::string error = launch(commStream_);
   cudaEvent_t end = nullptr;
   if (error.empty()) {

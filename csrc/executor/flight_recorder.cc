@@ -17,13 +17,24 @@ double FlightRecorder::msSinceOrigin(std::chrono::steady_clock::time_point t) co
   return std::chrono::duration<double, std::milli>(t - origin_).count();
 }
 
-uint64_t FlightRecorder::recordQueued(uint64_t seq, std::string collective, std::string detail) {
+bool FlightRecorder::enabled() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return capacity_ > 0;
+}
+
+uint64_t FlightRecorder::recordQueued(uint64_t seq, std::string collective, std::string detail,
+                                      FlightShapes shapes, int64_t timeoutMs) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (capacity_ == 0) return nextId_++;  // off: the updates below find nothing to change
   FlightEntry e;
   e.seq = seq;
   e.collective = std::move(collective);
   e.detail = std::move(detail);
+  e.shapes = std::move(shapes);
+  e.timeoutMs = timeoutMs;
+  e.createdUnixNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
   e.state = "queued";
   e.queuedAtMs = msSinceOrigin(std::chrono::steady_clock::now());
   entries_.emplace_back(nextId_, std::move(e));

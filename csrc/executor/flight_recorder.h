@@ -11,6 +11,13 @@
 
 namespace ring {
 
+// The tensors of a call as torch's flight recorder lists them (fr_trace compares them across
+// ranks): one shape per tensor, and torch's dtype names ("Float").
+struct FlightShapes {
+  std::vector<std::vector<int64_t>> inputSizes, outputSizes;
+  std::vector<std::string> inputDtypes, outputDtypes;
+};
+
 struct FlightEntry {
   uint64_t seq = 0;
   std::string collective;  // "all_reduce"
@@ -21,6 +28,9 @@ struct FlightEntry {
   double startedAtMs = -1;
   double endedAtMs = -1;
   std::string error;
+  FlightShapes shapes;
+  int64_t createdUnixNs = 0;  // when it was queued, on the system clock (as torch's entries)
+  int64_t timeoutMs = 0;
 };
 
 class FlightRecorder {
@@ -29,7 +39,11 @@ class FlightRecorder {
   // Keeps the last `capacity` entries from now on; 0 keeps none (the recorder is off).
   void setCapacity(size_t capacity);
   // Returns an id used by the updates below.
-  uint64_t recordQueued(uint64_t seq, std::string collective, std::string detail);
+  uint64_t recordQueued(uint64_t seq, std::string collective, std::string detail,
+                        FlightShapes shapes = {}, int64_t timeoutMs = 0);
+  // Whether it keeps anything (TORCH_FR_BUFFER_SIZE=0 turns it off): callers skip gathering
+  // what it would drop.
+  bool enabled() const;
   // `thread`: "worker" or "caller" (backend/work_queue.h). `at`: when it happened, for a caller
   // that has just read the clock itself (a read costs tens of ns here; a small collective
   // is a few us).

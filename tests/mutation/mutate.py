@@ -162,6 +162,17 @@ MUTANTS = [
            "  const int64_t first = *std::max_element(issuedNs.begin(), issuedNs.end());", "py",
            "tests/python/test_stragglers.py -x -q -k sleeps", timeout=200,
            why="lateness measured from the last rank to issue: the straggler looks punctual"),
+    Mutant("fr_dump_failed_as_completed", "csrc/backend/fr_dump.cc",
+           '  if (state == "completed") return "completed";',
+           '  if (state == "completed" || state == "failed") return "completed";', "py",
+           "tests/python/test_fr_dump.py -x -q -k skipped", timeout=240,
+           why="a collective that failed reads as completed in the dump: fr_trace and trace "
+               "see a job that parted nowhere"),
+    Mutant("trace_blind_to_ranks_that_never_issued", "torch_ring_backend/trace.py",
+           "            if all(e[\"state\"] == \"completed\" for e in have.values()) and not never:",
+           "            if all(e[\"state\"] != \"scheduled\" for e in have.values()):", "py",
+           "tests/python/test_fr_dump.py -x -q -k skipped", timeout=240,
+           why="trace passes over the collective a rank never issued"),
     Mutant("all_gather_coalesced_transposed", "csrc/backend/ring_backend.cc",
            "out[r * n + i].view({-1})", "out[i * size_ + r].view({-1})", "py",
            "tests/python/test_gather_scatter_collectives.py -x -q -k coalesced",
@@ -229,8 +240,8 @@ MUTANTS = [
            why="the probe waits for a child that died as long as the phase's whole cap"),
     # The CUDA path's host code over the emulated runtime (tests/cpp/test_cuda_engine*.cc).
     Mutant("cuda_comm_stream_not_waiting", "csrc/executor/cuda_ring_engine.cc",
-           "  check(cudaStreamWaitEvent(commStream_, ready_, 0), \"cudaStreamWaitEvent\",\n"
-           "        \"ordering the comm stream after the caller's\");", "", "cpp",
+           "  checkCuda(cudaStreamWaitEvent(commStream_, ready_, 0), \"cudaStreamWaitEvent\",\n"
+           "            \"ordering the comm stream after the caller's\");", "", "cpp",
            "CudaEngine.TheKernelStartsAfterTheCallersStream", quick=True,
            binaries=("ring_cuda_engine_tests",),
            why="the kernel does not wait for the caller's stream: it reduces a stale input"),

@@ -57,6 +57,28 @@ def scenario_timeout():
     os._exit(0)
 
 
+def scenario_skipped_all_reduce():
+    """Rank 2 skips the fourth all_reduce; the others time out in it. Every rank then writes
+    its flight-recorder dump into RING_TEST_DUMP_DIR; rank 2 then issues a broadcast, which
+    fails at once on the broken group. A failure also writes a dump by itself where
+    TORCH_FR_DUMP_TEMP_FILE is set."""
+    rank, world = init()
+    for _ in range(3):
+        dist.all_reduce(torch.ones(10))
+    if rank == 2:
+        time.sleep(TIMEOUT_S + 2)  # never issues the fourth all_reduce
+        err = None
+    else:
+        err, _, _ = run_and_capture(lambda: dist.all_reduce(torch.ones(12)))
+    path = torch_ring_backend.dump_flight_recorder(
+        os.path.join(os.environ["RING_TEST_DUMP_DIR"], f"ring_trace_rank_{rank}"))
+    late = None
+    if rank == 2:
+        late, _, _ = run_and_capture(lambda: dist.broadcast(torch.ones(12), 0))
+    report(rank=rank, error=err, late_error=late, path=path)
+    os._exit(0)
+
+
 def scenario_kill():
     rank, world = init()
     x = torch.ones(1 << 20)
