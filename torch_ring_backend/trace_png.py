@@ -2,7 +2,7 @@
 left to right, each collective a bar. The light part of a bar is the time the rank had issued
 the collective but was waiting for the last rank to issue it (the wait a straggler causes). The
 dark part runs from the last rank's issue to this rank's completion. Red marks a collective that
-never completed. The rank number is drawn at the left of each row. Written as an 8-bit RGB PNG
+never completed; one that some rank never issued stays light to the end, with a red core. The rank number is drawn at the left of each row. Written as an 8-bit RGB PNG
 (zlib and struct only)."""
 import struct
 import zlib
@@ -22,14 +22,17 @@ _DIGITS = ["111101101101111", "010110010010111", "111001111100111", "11100111100
 
 
 def _spans(dumps):
-    """Per rank, (issued, all issued, ended or None) in ns for each collective in the dumps."""
+    """Per rank, (issued, all issued or None, ended or None) in ns for each collective in the
+    dumps."""
     issued = {}
     for rank, d in dumps.items():
         for e in d["entries"]:
             issued.setdefault((e["process_group"][0], e["collective_seq_id"]), {})[rank] = e
     rows = {rank: [] for rank in dumps}
     for per_rank in issued.values():
-        last_issue = max(e["time_created_ns"] for e in per_rank.values())
+        # None: some rank never issued it, so its ranks waited from their issue on.
+        last_issue = (max(e["time_created_ns"] for e in per_rank.values())
+                      if len(per_rank) == len(dumps) else None)
         for rank, e in per_rank.items():
             rows[rank].append((e["time_created_ns"], last_issue, e["time_discovered_completed_ns"]))
     return rows
@@ -63,7 +66,11 @@ def render(dumps):
                 if on == "1":
                     x, y = 8 + d * 12 + (b % 3) * 3, top + 4 + (b // 3) * 3
                     fill(x, x + 3, y, y + 3, INK)
-        for issued, last, ended in sorted(rows[rank]):
+        for issued, last, ended in sorted(rows[rank], key=lambda s: s[0]):
+            if last is None:  # waiting for a rank that never came: light, with a red core
+                fill(x_of(issued), WIDTH - 10, top, top + ROW, WAIT)
+                fill(x_of(issued), WIDTH - 10, top + ROW // 2 - 2, top + ROW // 2 + 2, STUCK)
+                continue
             fill(x_of(issued), max(x_of(last), x_of(issued) + 1), top, top + ROW, WAIT)
             end = x_of(ended) if ended is not None else WIDTH - 10
             fill(x_of(last), max(end, x_of(last) + 1), top + 3, top + ROW - 3,
