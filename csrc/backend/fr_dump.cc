@@ -58,6 +58,20 @@ std::string ranksText(const std::vector<int64_t>& ranks) {
 
 }  // namespace
 
+FlightShapes flightShapes(const std::vector<at::Tensor>& inputs,
+                          const std::vector<at::Tensor>& outputs) {
+  FlightShapes s;
+  for (const at::Tensor& t : inputs) {
+    s.inputSizes.emplace_back(t.sizes().begin(), t.sizes().end());
+    s.inputDtypes.emplace_back(c10::toString(t.scalar_type()));
+  }
+  for (const at::Tensor& t : outputs) {
+    s.outputSizes.emplace_back(t.sizes().begin(), t.sizes().end());
+    s.outputDtypes.emplace_back(c10::toString(t.scalar_type()));
+  }
+  return s;
+}
+
 void registerGroupForDumps(const RingBackend* group) {
   std::lock_guard<std::mutex> lock(gGroupsMutex);
   groups().insert(group);

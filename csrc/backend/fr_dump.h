@@ -5,12 +5,21 @@
 // the global rank, as torch names its dumps (torch_ring_backend/fr_dump.py says more).
 #pragma once
 
+#include <ATen/ATen.h>
+
 #include <string>
 #include <vector>
+
+#include "executor/flight_recorder.h"
 
 namespace ring {
 
 class RingBackend;
+
+// What the flight recorder keeps of a call's tensors for the dump (torch's entries list the
+// same): their shapes and torch's dtype names.
+FlightShapes flightShapes(const std::vector<at::Tensor>& inputs,
+                          const std::vector<at::Tensor>& outputs);
 
 // Every RingBackend registers itself for its lifetime, so that one dump holds every group.
 void registerGroupForDumps(const RingBackend* group);

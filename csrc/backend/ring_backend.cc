@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "backend/fr_dump.h"
 #include "backend/tensor_checks.h"
 #include "common/env.h"
 #include "common/errors.h"
@@ -71,20 +72,6 @@ Exchange exchangeOf(const std::vector<int64_t>& sendBytes, const std::vector<int
   return x;
 }
 
-// What the flight recorder keeps of a call's tensors (torch's entries list the same).
-FlightShapes flightShapes(const Tensors& inputs, const Tensors& outputs) {
-  FlightShapes s;
-  for (const at::Tensor& t : inputs) {
-    s.inputSizes.emplace_back(t.sizes().begin(), t.sizes().end());
-    s.inputDtypes.emplace_back(c10::toString(t.scalar_type()));
-  }
-  for (const at::Tensor& t : outputs) {
-    s.outputSizes.emplace_back(t.sizes().begin(), t.sizes().end());
-    s.outputDtypes.emplace_back(c10::toString(t.scalar_type()));
-  }
-  return s;
-}
-
 }  // namespace
 
 // ---- the one dispatch ------------------------------------------------------------------------
@@ -121,17 +108,6 @@ c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, H
   auto work = task.work;
   queue_->push(std::move(task));
   return work;
-}
-
-CommProfileGroup RingBackend::profileGroup() const {
-  CommProfileGroup g;
-  g.name = getGroupUid().empty() ? groupName_ : getGroupUid();
-  g.desc = getGroupDesc();
-  g.rank = rank_;
-  g.size = size_;
-  std::tie(g.globalRankStart, g.globalRankStride) =
-      globalRankLayout(options_->global_ranks_in_group, size_);
-  return g;
 }
 
 bool RingBackend::runHere(Communicator& comm, uint64_t seq, int64_t bytes) {

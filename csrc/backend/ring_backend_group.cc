@@ -80,6 +80,17 @@ RingBackend::~RingBackend() {
   unregisterGroupForDumps(this);
 }
 
+CommProfileGroup RingBackend::profileGroup() const {
+  CommProfileGroup g;
+  g.name = getGroupUid().empty() ? groupName_ : getGroupUid();
+  g.desc = getGroupDesc();
+  g.rank = rank_;
+  g.size = size_;
+  std::tie(g.globalRankStart, g.globalRankStride) =
+      globalRankLayout(options_->global_ranks_in_group, size_);
+  return g;
+}
+
 std::string RingBackend::dumpGroupUid() const {
   return getGroupUid().empty() ? groupName_ : getGroupUid();
 }
