@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "backend/fr_dump.h"
+#include "backend/fr_dump_signal.h"
 #include "backend/tensor_checks.h"
 #include "common/env.h"
 #include "common/errors.h"
@@ -56,6 +57,7 @@ RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
       RING_LOG(kLogInfo, "set-up number ", setupKeys_->incarnation(), " of this group on its store");
       // Inside this try: a bad knob on one rank must end the others' set-up too.
       recorder_.setCapacity(env().flightRecorderEntries);
+      armFlightRecorderDumpOnSignal(static_cast<int>(globalRanks()[static_cast<size_t>(rank)]));
       comm_ = std::make_unique<Communicator>(*setupKeys_, rank, size, opts);
     } catch (const std::exception& e) {
       reportSetupFailure(*setupKeys_, rank, e.what());

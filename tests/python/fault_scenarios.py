@@ -79,6 +79,40 @@ def scenario_skipped_all_reduce():
     os._exit(0)
 
 
+def scenario_dump_on_signal():
+    """Every rank runs with TORCH_RING_FR_DUMP_SIGNAL=SIGUSR1. Rank 0 waits in an all_reduce
+    that rank 1 never issues; meanwhile rank 1 sends SIGUSR1 to rank 0 and to itself, and reads
+    both dumps, which must appear while rank 0 is still stuck (its main thread is inside a
+    blocking C++ wait, where no Python signal handler could run)."""
+    rank, world = init()
+    pids = [None] * world
+    dist.all_gather_object(pids, os.getpid())
+    for _ in range(3):
+        dist.all_reduce(torch.ones(10))
+    prefix = os.environ["TORCH_FR_DUMP_TEMP_FILE"]
+    if rank == 0:
+        err, _, took = run_and_capture(lambda: dist.all_reduce(torch.ones(12)))
+        report(rank=rank, error=err, elapsed=took)
+    else:
+        time.sleep(0.5)
+        asked = time.monotonic()
+        os.kill(pids[0], signal.SIGUSR1)
+        os.kill(os.getpid(), signal.SIGUSR1)
+        import pickle
+        dumps = {}
+        while len(dumps) < 2 and time.monotonic() - asked < TIMEOUT_S / 2:
+            for r in (0, 1):
+                if r not in dumps and os.path.exists(f"{prefix}{r}"):
+                    with open(f"{prefix}{r}", "rb") as f:
+                        dumps[r] = pickle.load(f)
+            time.sleep(0.02)
+        report(rank=rank, alive=True, seconds_to_dumps=time.monotonic() - asked,
+               states={r: [e["state"] for e in d["entries"]] for r, d in dumps.items()},
+               sizes={r: [e["input_sizes"] for e in d["entries"]] for r, d in dumps.items()})
+        time.sleep(TIMEOUT_S)  # rank 0 times out meanwhile
+    os._exit(0)
+
+
 def scenario_kill():
     rank, world = init()
     x = torch.ones(1 << 20)
@@ -238,7 +272,8 @@ def scenario_setup_failure():
     # from rank 1's notice in the store, not wait for the timeout.
     rank = int(os.environ["RANK"])
     if rank == 1:
-        os.environ["TORCH_RING_TRANSPORT"] = "bogus"
+        name, value = os.environ.get("RING_TEST_BAD_SETTING", "TORCH_RING_TRANSPORT=bogus").split("=")
+        os.environ[name] = value
     err, msg, took = run_and_capture(lambda: init())
     report(rank=rank, error=err, message=msg, elapsed=took)
     os._exit(0)

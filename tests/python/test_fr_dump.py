@@ -110,3 +110,31 @@ def test_trace_draws_the_job(skipped_dumps, tmp_path):
     red = (210, 40, 40)
     assert row_has(8 + 12, red) and row_has(8 + 30 + 12, red), "ranks 0 and 1 show their stuck call"
     assert not row_has(8 + 60 + 12, red), "rank 2 never issued it"
+
+
+def test_a_signal_writes_the_dumps_while_a_collective_hangs(tmp_path):
+    prefix = str(tmp_path / "rank_")
+    run = run_scenario("dump_on_signal", 2, timeout_s=8.0, extra_env={
+        "TORCH_RING_FR_DUMP_SIGNAL": "SIGUSR1", "TORCH_FR_DUMP_TEMP_FILE": prefix})
+    by_rank = run.by_rank()
+    assert sorted(by_rank) == [0, 1], run.outputs
+    reader = by_rank[1]
+    # SIGUSR1's default action ends the process; with the variable set it only dumps.
+    assert reader["alive"], reader
+    # Both dumps came while rank 0 still waited in its last all_reduce (it times out at 8 s):
+    # all_gather_object's two collectives, three all_reduces, and rank 0's stuck one.
+    assert reader["states"] == {"0": ["completed"] * 5 + ["started"], "1": ["completed"] * 5}, reader
+    assert reader["sizes"]["0"][5] == [[12]], reader
+    assert reader["seconds_to_dumps"] < 4.0, reader
+    assert by_rank[0]["error"] == "DistBackendError" and by_rank[0]["elapsed"] > 7.0, by_rank[0]
+
+
+def test_a_signal_the_dump_cannot_use_fails_set_up_by_name():
+    run = run_scenario("setup_failure", 2, timeout_s=120.0,
+                       extra_env={"RING_TEST_BAD_SETTING": "TORCH_RING_FR_DUMP_SIGNAL=SIGSEGV"})
+    results = run.by_rank()
+    assert results[1]["error"] == "RuntimeError", results[1]
+    assert ("TORCH_RING_FR_DUMP_SIGNAL='SIGSEGV' is not a signal a flight-recorder dump can be "
+            "asked with") in results[1]["message"], results[1]
+    assert "rank 1 failed to set up" in results[0]["message"], results[0]
+    assert results[0]["elapsed"] < 10.0, results[0]
