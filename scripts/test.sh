@@ -32,8 +32,9 @@ bash scripts/torch_matrix.sh
 echo "== the wheel, installed into a fresh venv, checked from outside the source tree"
 bash scripts/wheel_check.sh
 
-echo "== CPU speed floors: ratios to gloo and Open MPI in one run, far below what is measured"
+echo "== CPU speed floors: ratios to gloo and Open MPI in one run, far below what is measured; small-call latency over torch's fake, per job"
 python3 scripts/perf_floor.py
+python3 scripts/latency_floor.py
 
 echo "== mutation check, CI subset (each mutant must be caught by its tests)"
 # A clean checkout (CI's clone) is mutated in place with the build folders above, restored

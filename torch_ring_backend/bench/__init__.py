@@ -5,6 +5,7 @@
     python -m torch_ring_backend.bench --json out.json --csv out.csv --plot out.png
     torchrun --nproc_per_node 2 -m torch_ring_backend.bench       # ranks from torchrun
     python -m torch_ring_backend.bench --device cuda              # nccl as the reference
+    python -m torch_ring_backend.bench --latency                  # per-call latency, 10 jobs
 
 Every rank joins two process groups over the same ranks: "ring" (the default group) and the
 reference (gloo on CPU, nccl on CUDA; --reference takes a list: gloo, nccl, mpi, fake). Each
@@ -32,6 +33,8 @@ The benchmark is a package, one job per file; each file imports only the ones li
   measure.py  timing one collective at one size, the sizes of a sweep, the copy roofline
   report.py   rows, run metadata, the table on stdout, the --json, --csv and --plot files
   mpi_reference.py  the MPI reference: the same plan through mpi4py, in ranks of its own
+  latency.py  `--latency`: per-call times of small all_reduces over many separate jobs (ring,
+              torch's fake, Open MPI through latency_mpi.py), the spread across jobs
   launch.py   main(): local ranks or torchrun, run_rank, the ring-then-reference sweep
   __main__.py `python -m torch_ring_backend.bench`
   spread.py   `python -m torch_ring_backend.bench.spread run*.json`: the slowest over the

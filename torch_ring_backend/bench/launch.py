@@ -98,6 +98,14 @@ def _sweep(cfg, ctx, references, table):
 # ---- entry point -------------------------------------------------------------------------------
 
 def main(argv=None):
+    args = sys.argv[1:] if argv is None else list(argv)
+    if "--latency" in args:
+        from .latency import main as latency_main
+        try:
+            return latency_main(args)
+        except (RankFailed, RuntimeError) as e:
+            print(f"{PROG}: {e}", file=sys.stderr)
+            return 1
     try:
         cfg = parse_config(argv)
     except BadInput as e:

@@ -1,0 +1,306 @@
+"""`torch-ring-bench --latency`: what a program that calls small collectives in a loop feels,
+job after job. A latency table from one job hides what matters for such a program: which of
+several speeds a whole job runs at, the tail, and the first calls after set-up. So this runs
+--jobs separate jobs per world size (fresh processes each), and in each job:
+
+  cold    the first 200 back-to-back 4 KiB calls after 5 warm-up calls (right after set-up);
+  steady  per size, --settle untimed calls, then --calls timed back-to-back calls.
+
+Every call is timed on its own (rank 0's clock), so each job gives a median, p90, p99 and mean
+per size. Around every phase each rank also times a fixed piece of pure Python work (cpu_probe:
+no communication, no memory traffic to speak of): on shared virtual machines a core's speed
+changes by up to 2x from one second to the next (other tenants on the same physical core), and
+a collective runs at the speed of its slowest rank's core. The summary therefore also gives
+each phase's median per millisecond of the slowest rank's probe ("normalized"): what is left
+of the job-to-job spread in it is the backend's own. ring runs first, then torch's `fake` process group in the same job (torch's own cost
+per call: dispatch and Work objects, no data moved), then Open MPI in a job of its own
+(mpirun, through mpi4py; latency_mpi.py), job after job, so that every backend meets the
+machine in the same state. The summary gives, per world size, backend and size, the median of
+the job medians, the best and worst job's, and the goal checks of issue 26 for 4 KiB.
+
+    torch-ring-bench --latency                       # 10 jobs, worlds 2 and 4
+    torch-ring-bench --latency --jobs 5 --nproc 2 --sizes 4K --json lat.json
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from .options import PROG, parse_size
+
+DEFAULT_SIZES = "8,64,512,4K,32K,64K"
+COLD_CALLS = 200
+COLD_WARMUP = 5
+COLD_BYTES = 4096
+GOAL_BYTES = 4096
+JOB_TIMEOUT_S = 600
+
+
+# ---- one rank of a ring job ----------------------------------------------------------------------
+
+def cpu_probe_ms():
+    """Milliseconds this core takes for a fixed piece of pure Python work (about 0.75 ms on the
+    machine this was written on, at its faster speed)."""
+    import time
+    start = time.perf_counter()
+    x = 0
+    for i in range(20000):
+        x += i * i
+    return (time.perf_counter() - start) * 1e3
+
+
+def _per_call_us(call, n):
+    """Microseconds of each of n back-to-back calls."""
+    import time
+    times = []
+    clock = time.perf_counter
+    for _ in range(n):
+        start = clock()
+        call()
+        times.append((clock() - start) * 1e6)
+    return times
+
+
+def _measure_backend(group, plan, probes):
+    import torch
+    import torch.distributed as dist
+
+    out = {}
+    for nbytes in plan["sizes"]:
+        t = torch.ones(max(1, nbytes // 4))
+        call = lambda: dist.all_reduce(t, group=group)  # noqa: E731
+        for _ in range(plan["settle"]):
+            call()
+        dist.barrier()
+        before = cpu_probe_ms()
+        out[str(nbytes)] = _per_call_us(call, plan["calls"])
+        probes.append((before + cpu_probe_ms()) / 2)
+    return out
+
+
+def _slowest_probes(probes):
+    """Each phase's probe, the slowest rank's (over the ring group, after the timed work)."""
+    import torch
+    import torch.distributed as dist
+    t = torch.tensor(probes, dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.tolist()
+
+
+def ring_job_rank(plan):
+    """One rank of a ring job; rank 0 returns {"cold": [...], "ring": {size: [...]}, "fake": ...}."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    import torch_ring_backend  # noqa: F401 - registers "ring"
+
+    torch.set_num_threads(1)
+    dist.init_process_group("ring", timeout=datetime.timedelta(minutes=5))
+    try:
+        t = torch.ones(COLD_BYTES // 4)
+        for _ in range(COLD_WARMUP):
+            dist.all_reduce(t)
+        probes = [cpu_probe_ms()]
+        cold = _per_call_us(lambda: dist.all_reduce(t), COLD_CALLS)
+        probes[0] = (probes[0] + cpu_probe_ms()) / 2
+        result = {"cold": cold, "ring": _measure_backend(None, plan, probes)}
+        if plan["fake"]:
+            import torch.testing._internal.distributed.fake_pg  # noqa: F401 - registers "fake"
+            fake = dist.new_group(backend="fake")
+            result["fake"] = _measure_backend(fake, plan, probes)
+        slowest = _slowest_probes(probes)
+        keys = ["cold"] + [f"{b}:{n}" for b in ("ring", "fake") if b in result for n in plan["sizes"]]
+        result["probe_ms"] = dict(zip(keys, slowest))
+        # torch's fake group couples no ranks: rank 0's calls run at rank 0's core's speed.
+        result["probe_ms_rank0"] = dict(zip(keys, probes))
+        return result if dist.get_rank() == 0 else None
+    finally:
+        dist.destroy_process_group()
+
+
+# ---- the jobs ------------------------------------------------------------------------------------
+
+def _run_ring_job(plan, world):
+    from torch_ring_backend._launch import run_on_local_ranks
+    return run_on_local_ranks(ring_job_rank, world, plan, timeout_s=JOB_TIMEOUT_S,
+                              env={"OMP_NUM_THREADS": "1"})[0]
+
+
+def _run_mpi_job(plan, world):
+    with tempfile.TemporaryDirectory(prefix="ring-latency-mpi-") as folder:
+        plan_path, result_path = os.path.join(folder, "plan.json"), os.path.join(folder, "out.json")
+        with open(plan_path, "w") as f:
+            json.dump(plan, f)
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        if os.geteuid() == 0:
+            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        cmd = [shutil.which("mpirun") or "mpirun", "-n", str(world), "--oversubscribe",
+               "--mca", "btl", "self,sm", sys.executable, "-m",
+               "torch_ring_backend.bench.latency_mpi", plan_path, result_path]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
+        if done.returncode != 0 or not os.path.exists(result_path):
+            raise RuntimeError(f"the MPI job failed ({' '.join(cmd)}, exit code {done.returncode}):"
+                               f"\n{(done.stdout + done.stderr)[-3000:]}")
+        with open(result_path) as f:
+            return json.load(f)
+
+
+def run_jobs(plan, worlds, jobs, mpi, progress=print):
+    """{world: [{"cold": [...], "ring": {size: [...]}, "fake": ..., "mpi": ..., "mpi_cold": ...}
+    per job]}: each job's per-call microseconds, jobs of each backend alternating."""
+    out = {}
+    for world in worlds:
+        out[world] = []
+        for j in range(jobs):
+            progress(f"[{PROG}] latency: world {world}, job {j + 1}/{jobs}")
+            job = _run_ring_job(plan, world)
+            if mpi:
+                m = _run_mpi_job(plan, world)
+                job["mpi"], job["mpi_cold"] = m["steady"], m["cold"]
+                job["probe_ms"].update({f"mpi:{k}": v for k, v in m["probe_ms"].items()})
+            out[world].append(job)
+    return out
+
+
+# ---- the summary -----------------------------------------------------------------------------------
+
+def stats(times):
+    """median, p90, p99 and mean of one job's per-call times (microseconds)."""
+    s = sorted(times)
+    pick = lambda q: s[min(len(s) - 1, int(q * len(s)))]  # noqa: E731
+    return {"median": statistics.median(s), "p90": pick(0.90), "p99": pick(0.99),
+            "mean": sum(s) / len(s)}
+
+
+def summarize(results):
+    """Per world, backend and size: each job's stats and their spread across jobs; per world,
+    the 4 KiB goal checks. Pure: tested on made-up numbers (tests/python/test_latency_bench.py)."""
+    summary = {}
+    for world, jobs in results.items():
+        rows = {}
+        for backend in ("ring", "fake", "mpi"):
+            if backend not in jobs[0]:
+                continue
+            for size in jobs[0][backend]:
+                per_job = [stats(job[backend][size]) for job in jobs]
+                medians = [p["median"] for p in per_job]
+                # Per millisecond of the slowest rank's probe: the core's speed taken out.
+                # (fake couples no ranks: rank 0's own core's probe.)
+                probe_key = "probe_ms_rank0" if backend == "fake" else "probe_ms"
+                norm = [p["median"] / job[probe_key][f"{backend}:{size}"]
+                        for p, job in zip(per_job, jobs) if f"{backend}:{size}" in job.get(probe_key, {})]
+                rows[(backend, int(size))] = {
+                    "jobs": per_job,
+                    "median_of_medians": statistics.median(medians),
+                    "best_median": min(medians), "worst_median": max(medians),
+                    "p99_of_medians": statistics.median(p["p99"] for p in per_job),
+                    "mean_of_means": statistics.mean(p["mean"] for p in per_job),
+                    "normalized_spread": max(norm) / min(norm) if norm else None}
+        summary[world] = {"rows": rows, "goal": _goal(jobs, rows), "raw": jobs}
+    return summary
+
+
+def _goal(jobs, rows):
+    """Issue 26's goal at 4 KiB: the worst job's ratios (each a job's own, then the worst job)."""
+    ring = rows.get(("ring", GOAL_BYTES))
+    if ring is None:
+        return {}
+    per_job = ring["jobs"]
+    goal = {
+        "worst_over_best_median": ring["worst_median"] / ring["best_median"],
+        # The same with each job's median per ms of its slowest core's probe (None: no probes).
+        "worst_over_best_normalized": ring["normalized_spread"],
+        "worst_mean_over_median": max(p["mean"] / p["median"] for p in per_job),
+        "worst_p99_over_median": max(p["p99"] / p["median"] for p in per_job),
+        "worst_cold200_over_median": max(sum(job["cold"]) / len(job["cold"]) / p["median"]
+                                         for job, p in zip(jobs, per_job)),
+    }
+    fake, mpi = rows.get(("fake", GOAL_BYTES)), rows.get(("mpi", GOAL_BYTES))
+    if fake is not None:
+        goal["ring_share_us"] = ring["median_of_medians"] - fake["median_of_medians"]
+    if mpi is not None:
+        goal["mpi_median_us"] = mpi["median_of_medians"]
+        goal["ring_over_mpi"] = ring["median_of_medians"] / mpi["median_of_medians"]
+    return goal
+
+
+def format_summary(summary):
+    lines = []
+    for world, s in summary.items():
+        lines.append(f"world {world}: microseconds per all_reduce (float32), over "
+                     f"{len(next(iter(s['rows'].values()))['jobs'])} jobs")
+        lines.append(f"{'backend':>7} {'size':>7} {'med of med':>10} {'best':>7} {'worst':>7} "
+                     f"{'p90':>7} {'p99':>7} {'mean':>7} {'norm spread':>11}")
+        for (backend, size), r in s["rows"].items():
+            p90 = statistics.median(p["p90"] for p in r["jobs"])
+            spread = "-" if r["normalized_spread"] is None else f"{r['normalized_spread']:.2f}"
+            lines.append(f"{backend:>7} {size:>7} {r['median_of_medians']:>10.1f} "
+                         f"{r['best_median']:>7.1f} {r['worst_median']:>7.1f} {p90:>7.1f} "
+                         f"{r['p99_of_medians']:>7.1f} {r['mean_of_means']:>7.1f} {spread:>11}")
+        medians = ", ".join(f"{p['median']:.1f}" for p in s["rows"].get(("ring", GOAL_BYTES), {})
+                            .get("jobs", []))
+        if medians:
+            lines.append(f"ring 4 KiB job medians: {medians}")
+            probes = ", ".join(f"{job['probe_ms'][f'ring:{GOAL_BYTES}']:.2f}"
+                               for job in s.get("raw", [])
+                               if f"ring:{GOAL_BYTES}" in job.get("probe_ms", {}))
+            if probes:
+                lines.append(f"slowest core's probe in those phases (ms): {probes}")
+        for key, value in s["goal"].items():
+            lines.append(f"  {key}: {'-' if value is None else f'{value:.2f}'}")
+    return "\n".join(lines)
+
+
+# ---- the command line ------------------------------------------------------------------------------
+
+def main(argv):
+    p = argparse.ArgumentParser(prog=f"{PROG} --latency", description=__doc__.splitlines()[0])
+    p.add_argument("--latency", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--jobs", type=int, default=10, help="separate jobs per world size (default 10)")
+    p.add_argument("--nproc", default="2,4", help="world sizes, comma-separated (default 2,4)")
+    p.add_argument("--sizes", default=DEFAULT_SIZES, help=f"bytes per call (default {DEFAULT_SIZES})")
+    p.add_argument("--settle", type=int, default=1000, help="untimed calls per size (default 1000)")
+    p.add_argument("--calls", type=int, default=2000, help="timed calls per size (default 2000)")
+    p.add_argument("--reference", default="mpi,fake",
+                   help="mpi, fake, both (default) or none: the references run in every job")
+    p.add_argument("--json", dest="json_path", metavar="PATH", help="write every per-call time")
+    a = p.parse_args(argv)
+    refs = {r.strip() for r in a.reference.split(",") if r.strip() and r.strip() != "none"}
+    if refs - {"mpi", "fake"} or a.jobs < 1 or a.calls < 10 or a.settle < 0:
+        p.error("--reference takes mpi, fake or none; --jobs >= 1; --calls >= 10; --settle >= 0")
+    try:
+        sizes = [parse_size(s) for s in a.sizes.split(",")]
+        worlds = [int(w) for w in a.nproc.split(",")]
+    except (ValueError, argparse.ArgumentTypeError) as e:
+        p.error(str(e))
+    if "mpi" in refs and shutil.which("mpirun") is None:
+        p.error("--reference mpi needs mpirun on PATH (and mpi4py)")
+    plan = {"sizes": sizes, "settle": a.settle, "calls": a.calls, "fake": "fake" in refs}
+    results = run_jobs(plan, worlds, a.jobs, "mpi" in refs,
+                       progress=lambda m: print(m, file=sys.stderr, flush=True))
+    summary = summarize(results)
+    print(format_summary(summary))
+    if a.json_path:
+        with open(a.json_path, "w") as f:
+            json.dump({"plan": plan, "results": {str(w): r for w, r in results.items()},
+                       "goal": {str(w): s["goal"] for w, s in summary.items()}}, f)
+    return 0
+
+
+def summary_of_file(path):
+    """The summary of a --json file written earlier (python -m torch_ring_backend.bench.latency
+    FILE prints it)."""
+    with open(path) as f:
+        data = json.load(f)
+    return summarize({int(w): jobs for w, jobs in data["results"].items()})
+
+
+if __name__ == "__main__":
+    for path in sys.argv[1:]:
+        print(format_summary(summary_of_file(path)))
