@@ -27,6 +27,9 @@ namespace {
 // waits for (4 ranks on 2 cores, 500 us spins with every call handed to a worker thread: 2-5x
 // slower). So a long spin only when this host's ranks of the group fit on the cores this
 // process may use, and a short one otherwise (below).
+// The spin where every rank of the host has a core of its own (see below).
+constexpr int kOwnCoreSpinMicros = 500;
+
 int chooseSpin(int localRanks, bool onlySharedMemory) {
   if (env().spinMicros >= 0) return env().spinMicros;
   cpu_set_t set;
@@ -35,7 +38,7 @@ int chooseSpin(int localRanks, bool onlySharedMemory) {
   // room to spare (measured on 2 cores: 50 us often expired just before the peer arrived and
   // then paid for the futex round trip on top), and still bounds what a wait can waste when
   // the peer has been descheduled after all.
-  if (localRanks <= cores) return 500;
+  if (localRanks <= cores) return kOwnCoreSpinMicros;
   // More ranks than cores. A waiter spins with a yield every 64 pauses (wait.cc), so the rank
   // it waits for runs as soon as it is runnable; sleeping at once instead costs a futex wake
   // and a context switch per message. Measured, 4 ranks on 2 cores, shared memory: all_reduce
@@ -368,9 +371,18 @@ void Communicator::announceIssued(uint64_t count) {
 bool Communicator::allIssued(uint64_t count, std::chrono::microseconds patience) {
   if (!transport_->announces()) return false;
   const auto until = Clock::now() + patience;
-  while (!transport_->allIssued(count)) {
+  // Where every rank of the host has a core (the long spin, chooseSpin), pause between looks
+  // and yield only now and then, as waitUntil does: a yield is a system call (about 0.3 us
+  // here), and a peer's announcement that lands during one is seen that much later, on every
+  // call of a program that calls in a loop. Where ranks share cores, yield at every look: the
+  // rank we wait for may need this core to issue its call.
+  const bool ownCore = spinMicros_ >= kOwnCoreSpinMicros;
+  for (int i = 1; !transport_->allIssued(count); ++i) {
+    if (ownCore && i % 64 != 0) {
+      cpuRelax();
+      continue;
+    }
     if (Clock::now() >= until) return false;
-    // Yield rather than pause: the rank we wait for may need this core to issue its call.
     std::this_thread::yield();
   }
   return true;

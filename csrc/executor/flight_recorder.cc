@@ -5,11 +5,12 @@
 namespace ring {
 
 FlightRecorder::FlightRecorder(size_t capacity)
-    : capacity_(capacity), origin_(std::chrono::steady_clock::now()) {}
+    : capacity_(capacity), on_(capacity > 0), origin_(std::chrono::steady_clock::now()) {}
 
 void FlightRecorder::setCapacity(size_t capacity) {
   std::lock_guard<std::mutex> lock(mutex_);
   capacity_ = capacity;
+  on_.store(capacity > 0, std::memory_order_relaxed);
   while (entries_.size() > capacity_) entries_.pop_front();
 }
 
@@ -18,8 +19,8 @@ double FlightRecorder::msSinceOrigin(std::chrono::steady_clock::time_point t) co
 }
 
 bool FlightRecorder::enabled() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return capacity_ > 0;
+  // Relaxed: a hint for whether to gather a call's shapes; recordQueued decides under the lock.
+  return on_.load(std::memory_order_relaxed);
 }
 
 uint64_t FlightRecorder::recordQueued(uint64_t seq, std::string collective, std::string detail,

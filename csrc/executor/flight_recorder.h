@@ -2,6 +2,7 @@
 // went wrong. Dumped to the log on a failure and readable from Python.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -59,6 +60,8 @@ class FlightRecorder {
   FlightEntry* find(uint64_t id);
   double msSinceOrigin(std::chrono::steady_clock::time_point t) const;
   size_t capacity_;
+  // capacity_ > 0, readable without the mutex: enabled() is asked on every call.
+  std::atomic<bool> on_{false};
   mutable std::mutex mutex_;
   std::deque<std::pair<uint64_t, FlightEntry>> entries_;
   uint64_t nextId_ = 0;

@@ -30,14 +30,6 @@ void futexWait(const std::atomic<uint64_t>& word, uint32_t expected, std::chrono
   syscall(SYS_futex, lowWord(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
 }
 
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
 // Between sleeps the waiter re-checks health; this bounds how late a dead peer or an abort is
 // noticed, while costing nothing when the data arrives (the publisher wakes us at once).
 constexpr std::chrono::milliseconds kSleepSlice{20};

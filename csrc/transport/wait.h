@@ -35,6 +35,15 @@ struct LinkCheck {
   const void* self = nullptr;
 };
 
+// One pause of a busy-wait loop: tells the core (and a hypervisor) that this is a spin.
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
 // Blocks until word >= target (64-bit monotonic counter). `sleepers` counts waiters that may be
 // asleep on the counter's low 32 bits; the publisher wakes them only when it is non-zero.
 // `what` describes the event ("rank 0 to send message 3"); `causes` lists what a timeout may

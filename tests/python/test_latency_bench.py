@@ -23,7 +23,8 @@ def _job(ring_us, fake_us, mpi_us, cold_us, probe):
     return {"cold": [cold_us] * 200, "ring": {"4096": [ring_us] * 50},
             "fake": {"4096": [fake_us] * 50}, "mpi": {"4096": [mpi_us] * 50},
             "probe_ms": {"cold": probe, "ring:4096": probe, "fake:4096": 9.9, "mpi:4096": probe},
-            "probe_ms_rank0": {"cold": probe, "ring:4096": probe, "fake:4096": probe}}
+            "probe_ms_rank0": {"cold": probe, "ring:4096": probe, "fake:4096": probe},
+            "fake_slowest_median": {"4096": fake_us * 1.5}}
 
 
 def test_summary_spread_goal_and_normalization():
@@ -34,16 +35,17 @@ def test_summary_spread_goal_and_normalization():
     ring = s["rows"][("ring", 4096)]
     assert ring["best_median"] == 6.0 and ring["worst_median"] == 12.0
     assert ring["median_of_medians"] == 9.0
-    # Per ms of the slowest core's probe both jobs take 8 us: no spread of ring's own.
+    # Over the slowest rank's fake median both jobs take 4/3: no spread of ring's own.
     assert ring["normalized_spread"] == pytest.approx(1.0)
-    # fake is normalized by rank 0's own core (9.9 ms, the slowest rank's, is not used).
-    assert s["rows"][("fake", 4096)]["normalized_spread"] == pytest.approx(1.0)
+    assert s["rows"][("fake", 4096)]["normalized_spread"] is None
     g = s["goal"]
     assert g["worst_over_best_median"] == 2.0
     assert g["worst_over_best_normalized"] == pytest.approx(1.0)
     assert g["worst_cold200_over_median"] == 1.5  # 9 us cold over a 6 us median
     assert g["ring_share_us"] == 9.0 - 4.5 and g["mpi_median_us"] == 3.0
     assert g["ring_over_mpi"] == 3.0
+    # Per job, ring over the slowest rank's fake median (1.5x rank 0's here): 6/4.5 and 12/9.
+    assert g["ring_over_slowest_fake"] == pytest.approx(4 / 3)
     text = format_summary(summarize({2: jobs}))
     assert "ring 4 KiB job medians: 6.0, 12.0" in text, text
 
@@ -65,6 +67,7 @@ def test_a_small_run_of_the_tool(tmp_path):
         assert all(t > 0 for t in job["ring"]["4096"])
         assert set(job["probe_ms"]) == {"cold", "ring:8", "ring:4096", "fake:8", "fake:4096"}
         assert set(job["probe_ms_rank0"]) == set(job["probe_ms"])
+        assert sorted(job["fake_slowest_median"]) == ["4096", "8"]
         assert all(job["probe_ms"][k] >= job["probe_ms_rank0"][k] for k in job["probe_ms"])
     assert "world 2: microseconds per all_reduce" in done.stdout, done.stdout
 

@@ -7,15 +7,16 @@ several speeds a whole job runs at, the tail, and the first calls after set-up. 
   steady  per size, --settle untimed calls, then --calls timed back-to-back calls.
 
 Every call is timed on its own (rank 0's clock), so each job gives a median, p90, p99 and mean
-per size. Around every phase each rank also times a fixed piece of pure Python work (cpu_probe:
-no communication, no memory traffic to speak of): on shared virtual machines a core's speed
-changes by up to 2x from one second to the next (other tenants on the same physical core), and
-a collective runs at the speed of its slowest rank's core. The summary therefore also gives
-each phase's median per millisecond of the slowest rank's probe ("normalized"): what is left
-of the job-to-job spread in it is the backend's own. ring runs first, then torch's `fake` process group in the same job (torch's own cost
-per call: dispatch and Work objects, no data moved), then Open MPI in a job of its own
-(mpirun, through mpi4py; latency_mpi.py), job after job, so that every backend meets the
-machine in the same state. The summary gives, per world size, backend and size, the median of
+per size. On shared virtual machines a core's speed changes by up to 2x for seconds at a
+time (other tenants on the same physical core), and a collective runs at the speed of its
+slowest rank's core. So each rank also times torch's `fake` group, whose calls couple no ranks,
+and the summary divides ring's median per job by the slowest rank's fake median ("over fake",
+its spread across jobs in the table): what is left
+of the job-to-job spread in it is ring's own. ring and torch's `fake` process group
+(torch's own cost per call: dispatch and Work objects, no data moved) alternate in blocks of
+100 calls in the same job, so that both meet the same core speed; Open MPI runs in jobs of its
+own (mpirun, through mpi4py; latency_mpi.py), alternating with ring's. The summary gives, per
+world size, backend and size, the median of
 the job medians, the best and worst job's, and the goal checks of issue 26 for 4 KiB.
 
     torch-ring-bench --latency                       # 10 jobs, worlds 2 and 4
@@ -44,7 +45,9 @@ JOB_TIMEOUT_S = 600
 
 def cpu_probe_ms():
     """Milliseconds this core takes for a fixed piece of pure Python work (about 0.75 ms on the
-    machine this was written on, at its faster speed)."""
+    machine this was written on, at its faster speed). Kept in the results (probe_ms) beside
+    each phase: it tells a slow core from a slow backend in most jobs, though not in all (an
+    arithmetic loop feels less of a neighbour than torch's dispatch does)."""
     import time
     start = time.perf_counter()
     x = 0
@@ -65,25 +68,41 @@ def _per_call_us(call, n):
     return times
 
 
-def _measure_backend(group, plan, probes):
+# Calls per block when ring and fake alternate (see _measure_sizes).
+BLOCK_CALLS = 100
+
+
+def _measure_sizes(groups, plan, probes):
+    """{backend: {size: per-call microseconds}} for each of `groups` ({name: group}). The
+    backends alternate in blocks of BLOCK_CALLS timed calls, so that both meet the core at the
+    same speed: measured one after the other, a core's change of speed in between made their
+    ratio within one job range 1.7-3.4."""
     import torch
     import torch.distributed as dist
 
-    out = {}
+    out = {name: {} for name in groups}
     for nbytes in plan["sizes"]:
         t = torch.ones(max(1, nbytes // 4))
-        call = lambda: dist.all_reduce(t, group=group)  # noqa: E731
-        for _ in range(plan["settle"]):
-            call()
+        calls = {name: (lambda g=g: dist.all_reduce(t, group=g)) for name, g in groups.items()}
+        for call in calls.values():
+            for _ in range(plan["settle"]):
+                call()
         dist.barrier()
         before = cpu_probe_ms()
-        out[str(nbytes)] = _per_call_us(call, plan["calls"])
+        times = {name: [] for name in groups}
+        for start in range(0, plan["calls"], BLOCK_CALLS):
+            n = min(BLOCK_CALLS, plan["calls"] - start)
+            for name, call in calls.items():
+                times[name] += _per_call_us(call, n)
         probes.append((before + cpu_probe_ms()) / 2)
+        for name in groups:
+            out[name][str(nbytes)] = times[name]
     return out
 
 
 def _slowest_probes(probes):
-    """Each phase's probe, the slowest rank's (over the ring group, after the timed work)."""
+    """The largest over the ranks of each value in `probes` (over the ring group, after the
+    timed work): each phase's probe, the slowest rank's."""
     import torch
     import torch.distributed as dist
     t = torch.tensor(probes, dtype=torch.float64)
@@ -109,16 +128,28 @@ def ring_job_rank(plan):
         probes = [cpu_probe_ms()]
         cold = _per_call_us(lambda: dist.all_reduce(t), COLD_CALLS)
         probes[0] = (probes[0] + cpu_probe_ms()) / 2
-        result = {"cold": cold, "ring": _measure_backend(None, plan, probes)}
+        groups = {"ring": None}
         if plan["fake"]:
             import torch.testing._internal.distributed.fake_pg  # noqa: F401 - registers "fake"
-            fake = dist.new_group(backend="fake")
-            result["fake"] = _measure_backend(fake, plan, probes)
+            groups["fake"] = dist.new_group(backend="fake")
+        result = {"cold": cold, **_measure_sizes(groups, plan, probes)}
+        if plan["fake"]:
+            # fake couples no ranks: each runs at its own core's speed, and ring at its slowest
+            # rank's. So the floor ring is held against is the slowest rank's fake median.
+            result["fake_slowest_median"] = dict(zip(
+                (str(n) for n in plan["sizes"]),
+                _slowest_probes([statistics.median(result["fake"][str(n)]) for n in plan["sizes"]])))
         slowest = _slowest_probes(probes)
-        keys = ["cold"] + [f"{b}:{n}" for b in ("ring", "fake") if b in result for n in plan["sizes"]]
-        result["probe_ms"] = dict(zip(keys, slowest))
-        # torch's fake group couples no ranks: rank 0's calls run at rank 0's core's speed.
-        result["probe_ms_rank0"] = dict(zip(keys, probes))
+        # One probe per size covers every backend of that size (they alternate).
+        keys = ["cold"] + [str(n) for n in plan["sizes"]]
+        probe_of = dict(zip(keys, slowest))
+        probe_of_rank0 = dict(zip(keys, probes))
+        result["probe_ms"] = {"cold": probe_of["cold"]}
+        result["probe_ms_rank0"] = {"cold": probe_of_rank0["cold"]}
+        for name in groups:
+            for n in plan["sizes"]:
+                result["probe_ms"][f"{name}:{n}"] = probe_of[str(n)]
+                result["probe_ms_rank0"][f"{name}:{n}"] = probe_of_rank0[str(n)]
         return result if dist.get_rank() == 0 else None
     finally:
         dist.destroy_process_group()
@@ -190,11 +221,12 @@ def summarize(results):
             for size in jobs[0][backend]:
                 per_job = [stats(job[backend][size]) for job in jobs]
                 medians = [p["median"] for p in per_job]
-                # Per millisecond of the slowest rank's probe: the core's speed taken out.
-                # (fake couples no ranks: rank 0's own core's probe.)
-                probe_key = "probe_ms_rank0" if backend == "fake" else "probe_ms"
-                norm = [p["median"] / job[probe_key][f"{backend}:{size}"]
-                        for p, job in zip(per_job, jobs) if f"{backend}:{size}" in job.get(probe_key, {})]
+                # ring per job over the slowest rank's fake median in that job: the core's
+                # speed taken out (fake meets it as ring does, alternating with it; a fixed
+                # arithmetic loop, the probe, misses part of it). None for the references.
+                norm = [p["median"] / job["fake_slowest_median"][size]
+                        for p, job in zip(per_job, jobs)
+                        if backend == "ring" and size in job.get("fake_slowest_median", {})]
                 rows[(backend, int(size))] = {
                     "jobs": per_job,
                     "median_of_medians": statistics.median(medians),
@@ -214,7 +246,7 @@ def _goal(jobs, rows):
     per_job = ring["jobs"]
     goal = {
         "worst_over_best_median": ring["worst_median"] / ring["best_median"],
-        # The same with each job's median per ms of its slowest core's probe (None: no probes).
+        # The same for each job's median over its slowest rank's fake median (None: no fake).
         "worst_over_best_normalized": ring["normalized_spread"],
         "worst_mean_over_median": max(p["mean"] / p["median"] for p in per_job),
         "worst_p99_over_median": max(p["p99"] / p["median"] for p in per_job),
@@ -224,6 +256,12 @@ def _goal(jobs, rows):
     fake, mpi = rows.get(("fake", GOAL_BYTES)), rows.get(("mpi", GOAL_BYTES))
     if fake is not None:
         goal["ring_share_us"] = ring["median_of_medians"] - fake["median_of_medians"]
+        slowest = [job["fake_slowest_median"][str(GOAL_BYTES)] for job in jobs
+                   if "fake_slowest_median" in job]
+        if slowest:
+            # Per job, ring's median over the slowest rank's fake median (both in that job).
+            goal["ring_over_slowest_fake"] = statistics.median(
+                p["median"] / f for p, f in zip(per_job, slowest))
     if mpi is not None:
         goal["mpi_median_us"] = mpi["median_of_medians"]
         goal["ring_over_mpi"] = ring["median_of_medians"] / mpi["median_of_medians"]
@@ -236,13 +274,13 @@ def format_summary(summary):
         lines.append(f"world {world}: microseconds per all_reduce (float32), over "
                      f"{len(next(iter(s['rows'].values()))['jobs'])} jobs")
         lines.append(f"{'backend':>7} {'size':>7} {'med of med':>10} {'best':>7} {'worst':>7} "
-                     f"{'p90':>7} {'p99':>7} {'mean':>7} {'norm spread':>11}")
+                     f"{'p90':>7} {'p99':>7} {'mean':>7} {'over fake':>9}")
         for (backend, size), r in s["rows"].items():
             p90 = statistics.median(p["p90"] for p in r["jobs"])
             spread = "-" if r["normalized_spread"] is None else f"{r['normalized_spread']:.2f}"
             lines.append(f"{backend:>7} {size:>7} {r['median_of_medians']:>10.1f} "
                          f"{r['best_median']:>7.1f} {r['worst_median']:>7.1f} {p90:>7.1f} "
-                         f"{r['p99_of_medians']:>7.1f} {r['mean_of_means']:>7.1f} {spread:>11}")
+                         f"{r['p99_of_medians']:>7.1f} {r['mean_of_means']:>7.1f} {spread:>9}")
         medians = ", ".join(f"{p['median']:.1f}" for p in s["rows"].get(("ring", GOAL_BYTES), {})
                             .get("jobs", []))
         if medians:
