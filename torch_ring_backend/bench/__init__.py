@@ -35,6 +35,8 @@ The benchmark is a package, one job per file; each file imports only the ones li
   mpi_reference.py  the MPI reference: the same plan through mpi4py, in ranks of its own
   latency.py  `--latency`: per-call times of small all_reduces over many separate jobs (ring,
               torch's fake, Open MPI through latency_mpi.py), the spread across jobs
+  model.py    `python -m torch_ring_backend.bench.model`: the alpha-beta scale model of all_reduce
+              plans over hosts (imports options only)
   launch.py   main(): local ranks or torchrun, run_rank, the ring-then-reference sweep
   __main__.py `python -m torch_ring_backend.bench`
   spread.py   `python -m torch_ring_backend.bench.spread run*.json`: the slowest over the
