@@ -335,12 +335,22 @@ MUTANTS = [
 ]
 
 
+# The end of the output of the last command that failed, for a failure on the unmutated tree
+# (a mutant's failing tests are its expected outcome; the unmutated tree's need a diagnosis).
+LAST_FAILURE_TAIL = ""
+
+
 def run(cmd, timeout=None, env=None):
+    global LAST_FAILURE_TAIL
     try:
-        return subprocess.run(cmd, cwd=TREE, timeout=timeout, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL).returncode
-    except subprocess.TimeoutExpired:
+        done = subprocess.run(cmd, cwd=TREE, timeout=timeout, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
+    except subprocess.TimeoutExpired as e:
+        LAST_FAILURE_TAIL = (e.stdout or b"")[-4000:].decode(errors="replace")
         return "timeout"
+    if done.returncode != 0:
+        LAST_FAILURE_TAIL = done.stdout[-4000:].decode(errors="replace")
+    return done.returncode
 
 
 EXCLUDED = {"build", ".git", "__pycache__", ".pytest_cache"}
@@ -430,8 +440,11 @@ def test(m, timeout):
             failed.append(f"no test of {m.binaries} matches {m.tests}")
         return failed
     if m.kind == "tsan":
+        # The host kernels' binary only: tsan.sh's other two binaries (the emulated CUDA path
+        # and the engine) test code no "tsan" mutant touches, and their timing-bound cases
+        # are scripts/tsan.sh's own stage in CI.
         env = dict(os.environ, TSAN_BUILD_DIR=TSAN_BUILD, TSAN_FILTER=m.tests,
-                   TSAN_EMULATED_FILTER="")  # the host kernels' binary only
+                   TSAN_EMULATED_FILTER="", TSAN_ENGINE_FILTER="")
         rc = run(["bash", "scripts/tsan.sh"], timeout=timeout, env=env)
         return [] if rc == 0 else [f"tsan: {rc}"]
     env = dict(os.environ, PYTHONPATH=TREE)
@@ -490,7 +503,8 @@ def main(argv=None):
     for m in chosen:
         failed = test(m, args.timeout)
         if failed:
-            print(f"mutate: the tests of {m.name} fail on the unmutated tree: {failed}")
+            print(f"mutate: the tests of {m.name} fail on the unmutated tree: {failed}; the end "
+                  f"of the failing command's output:\n{LAST_FAILURE_TAIL}")
             return 2
     print(f"mutate: the unmutated tree builds and passes every chosen test "
           f"({time.monotonic() - start:.0f} s)", flush=True)
