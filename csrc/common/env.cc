@@ -51,6 +51,17 @@ std::string readTransport() {
   return v;
 }
 
+std::string readAlgo() {
+  const std::string raw = readString("TORCH_RING_ALGO");
+  const std::string v = lowered(raw);
+  if (v.empty()) return "auto";
+  if (v != "auto" && v != "ring" && v != "hier_ring" && v != "hier_rd" && v != "hier_direct") {
+    throw UsageError(strCat("TORCH_RING_ALGO='", raw,
+                            "' must be auto, ring, hier_ring, hier_rd or hier_direct (any case)"));
+  }
+  return v;
+}
+
 }  // namespace
 
 int64_t readInt(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
@@ -74,6 +85,8 @@ const EnvKnobs& env() {
     k.spinMicros = static_cast<int>(readInt("TORCH_RING_SPIN_US", -1, 0, 10000000));
     k.inlineBytes = readInt("TORCH_RING_INLINE_BYTES", 4 * 1024 * 1024, 0, int64_t{1} << 40);
     k.directBytes = readInt("TORCH_RING_DIRECT_BYTES", 64 * 1024, 0, int64_t{1} << 40);
+    k.algo = readAlgo();
+    k.rdBytes = readInt("TORCH_RING_RD_BYTES", 256 * 1024, 0, int64_t{1} << 40);
     k.debugLevel = readLevel();
     k.debugFile = readString("TORCH_RING_DEBUG_FILE");
     // torch's own knob for its flight recorders' length; ours keeps 64 entries by default, and

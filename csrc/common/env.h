@@ -30,6 +30,15 @@ struct EnvKnobs {
   // message, once to each of the n-1 others) is at most this many bytes and the message fits
   // one slot. Every rank must set the same value.
   int64_t directBytes;
+  // TORCH_RING_ALGO = auto | ring | hier_ring | hier_rd | hier_direct, any case (default
+  // auto): the plan of an all_reduce in a group that spans hosts (executor/plan_choice.h).
+  // ring: the flat ring over every rank; hier_*: two levels (executor/hier_all_reduce.h) with
+  // a ring, recursive doubling or a direct round between hosts; auto: plan_choice.h's table.
+  // Every rank must set the same (compared at set-up).
+  std::string algo;
+  // TORCH_RING_RD_BYTES (default 256 KiB): auto's largest all_reduce (bytes of the whole
+  // buffer) that goes by recursive doubling between hosts.
+  int64_t rdBytes;
   // TORCH_RING_DEBUG = WARN | INFO | TRACE, any case (default WARN).
   int debugLevel;
   // TORCH_RING_DEBUG_FILE (NCCL_DEBUG_FILE's counterpart): where log lines go instead of stderr,

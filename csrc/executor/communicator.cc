@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "executor/cpu_executor.h"
 #include "executor/direct_collectives.h"
+#include "executor/hier_all_reduce.h"
 #include "reduce/reduce_table.h"
 #include "schedule/ring_plan.h"
 #include "transport/host_identity.h"
@@ -52,6 +53,27 @@ int64_t sliceElems(int64_t slotBytes, DType t) {
   return slotBytes / static_cast<int64_t>(elementSize(t));
 }
 
+InterHostPlan interHostPlan(Algorithm a) {
+  if (a == Algorithm::HierRd) return InterHostPlan::RecursiveDoubling;
+  if (a == Algorithm::HierDirect) return InterHostPlan::Direct;
+  return InterHostPlan::Ring;
+}
+
+// Every rank publishes its plan settings and compares everyone's with its own, so that ranks
+// configured differently fail at set-up, each naming a rank that differs, instead of running
+// different plans (whose messages would go to different peers: a timeout, not a clear error).
+void agreeOnPlans(Store& store, int rank, int size, const std::string& mine,
+                  std::chrono::milliseconds timeout) {
+  store.set(strCat("ring/plans/", rank), mine);
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    const std::string theirs = store.get(strCat("ring/plans/", r), timeout);
+    RING_USAGE_CHECK(theirs == mine, "ring: rank ", rank, " has all_reduce plans '", mine,
+                     "' but rank ", r, " has '", theirs,
+                     "': every rank must set TORCH_RING_ALGO and TORCH_RING_RD_BYTES alike");
+  }
+}
+
 }  // namespace
 
 Communicator::Communicator(Store& store, int rank, int size, const CommOptions& opts)
@@ -75,7 +97,14 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   t.timeout = opts.timeout;
   t.slotBytesChosen = opts.slotBytes > 0 || env().slotBytesSet;
   int localRanks = 1;
-  transport_ = connectGroup(store, rank, size, t, &g, &localRanks);
+  std::vector<int> shmDomainOf;
+  plans_.algo = opts.algo.empty() ? env().algo : opts.algo;
+  plans_.rdBytes = opts.rdBytes >= 0 ? opts.rdBytes : env().rdBytes;
+  plans_.directBytes = opts.directBytes >= 0 ? opts.directBytes : env().directBytes;
+  checkPlanSettings(plans_);  // before any store traffic, as the transport's mode
+  transport_ = connectGroup(store, rank, size, t, &g, &localRanks, &shmDomainOf);
+  layout_ = layoutFromGroups(shmDomainOf);
+  agreeOnPlans(store, rank, size, settingsLine(plans_), opts.timeout);
   // After connect: an all-TCP group may have chosen larger slots; the plans slice by them.
   slotBytes_ = g.slotBytes;
   spinMicros_ = chooseSpin(localRanks, transport_->onlySharedMemory());
@@ -84,7 +113,7 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   }
   if (rank == 0) {
     RING_LOG(kLogInfo, size, " ranks, ring order 0 -> 1 -> ... -> ",
-             size - 1, " -> 0");
+             size - 1, " -> 0; ", layout_.hosts(), " host(s); plans ", settingsLine(plans_));
   }
   if (size > 1) {
     // The two ring links of this rank, each with its transport.
@@ -150,10 +179,15 @@ PlanBuffers buffers(const void* in, void* out, DType t, RedOp op, int size) {
 
 }  // namespace
 
+Algorithm Communicator::allReducePlan(int64_t bytes) const {
+  if (goesDirect(bytes)) return Algorithm::Direct;
+  return chooseAllReduce(plans_, layout_, bytes);
+}
+
 void Communicator::allReduce(void* data, int64_t count, DType t, RedOp op, double factor,
                              const CallInfo& c) {
   Fingerprint fp = makeFingerprint(Collective::AllReduce, c.seq, count, t, op, -1);
-  if (goesDirect(count * static_cast<int64_t>(elementSize(t)))) fp.algorithm = Algorithm::Direct;
+  fp.algorithm = allReducePlan(count * static_cast<int64_t>(elementSize(t)));
   guarded(fp, c, [&](const WaitContext& ctx) {
     // PREMUL_SUM scales this rank's contribution in place (all-reduce is in place anyway).
     if (op == RedOp::PreMulSum) scaleFn(t)(data, data, factor, count);
@@ -163,6 +197,18 @@ void Communicator::allReduce(void* data, int64_t count, DType t, RedOp op, doubl
     }
     if (fp.algorithm == Algorithm::Direct) {
       directAllReduce(*transport_, data, count, buffers(data, data, t, op, size_), fp, ctx);
+      return;
+    }
+    if (fp.algorithm == Algorithm::HierRing || fp.algorithm == Algorithm::HierRd ||
+        fp.algorithm == Algorithm::HierDirect) {
+      if (segmentsCount_ != count) {
+        segments_ = hostSegments(layout_, count);
+        segmentsCount_ = count;
+      }
+      hierAllReduce(*transport_, layout_, segments_, static_cast<char*>(data), count,
+                    sliceElems(slotBytes_, t), buffers(data, data, t, op, size_),
+                    interHostPlan(fp.algorithm),
+                    fp, ctx);
       return;
     }
     auto steps = planAllReduce(size_, rank_, count, sliceElems(slotBytes_, t));

@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "common/types.h"
+#include "executor/plan_choice.h"
 #include "executor/straggler_stats.h"
+#include "schedule/host_layout.h"
 #include "transport/link.h"
 #include "transport/store.h"
 
@@ -37,6 +39,10 @@ struct CommOptions {
   // Largest message of a direct collective (executor/direct_collectives.h); -1:
   // TORCH_RING_DIRECT_BYTES, 0: never.
   int64_t directBytes = -1;
+  // The all_reduce plan between hosts (executor/plan_choice.h); empty: TORCH_RING_ALGO.
+  std::string algo;
+  // auto's recursive-doubling limit in bytes; -1: TORCH_RING_RD_BYTES.
+  int64_t rdBytes = -1;
 };
 
 struct CallInfo {
@@ -94,6 +100,11 @@ class Communicator {
   // poll). Always false where the transport cannot tell.
   bool allIssued(uint64_t count, std::chrono::microseconds patience);
 
+  // The hosts of the group as its plans see them: ranks that share memory (select.h).
+  const HostLayout& layout() const { return layout_; }
+  // The plan an all_reduce of `bytes` takes (Algorithm::Direct, Ring, HierRing or HierRd).
+  Algorithm allReducePlan(int64_t bytes) const;
+
   // Fails every current and future wait of this rank with `reason`, and tells the others.
   void abort(const std::string& reason);
   // Throws if the group is already broken or aborted (cheap; called before each collective).
@@ -123,6 +134,11 @@ class Communicator {
   // memory with every other, where every link is as close as the ring's.
   int64_t directBytes_ = 0;
   std::unique_ptr<Transport> transport_;
+  HostLayout layout_;
+  PlanSettings plans_;
+  // hostSegments(layout_, count) of the last two-level all_reduce: DDP's buckets repeat sizes.
+  int64_t segmentsCount_ = -1;
+  std::vector<HostSegment> segments_;
   // Issue times: collected on the issuing thread (announceIssued), read by report calls.
   StragglerStats stragglers_;
   uint64_t nextIssueToCollect_ = 0;

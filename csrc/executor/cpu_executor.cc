@@ -17,13 +17,11 @@ void fillHeader(MessageHeader* h, int myRank, int64_t step, int64_t bytes, const
 // Each step touches each byte at most twice after it arrives: slot -> (reduce with local) ->
 // output and/or the next slot. Reducing straight into the outgoing slot (recvReduceSend)
 // avoids writing intermediate partial sums to the user's buffer.
-void runRingPlan(Transport& t, const std::vector<Step>& steps, const PlanBuffers& io,
-                 const Fingerprint& expected, const WaitContext& ctx) {
-  const int me = t.rank();
-  const int n = t.size();
-  SendLink* next = n > 1 ? &t.sendLink(Channel::Collective, ringNext(me, n)) : nullptr;
-  RecvLink* prev = n > 1 ? &t.recvLink(Channel::Collective, ringPrev(me, n)) : nullptr;
-  const int prevRank = ringPrev(me, n);
+namespace {
+
+// One rank's part of a ring: `next` and `prev` are null for a ring of one.
+void runSteps(int me, SendLink* next, RecvLink* prev, int prevRank, const std::vector<Step>& steps,
+              const PlanBuffers& io, const Fingerprint& expected, const WaitContext& ctx) {
   int64_t sent = 0, received = 0;
 
   for (const Step& s : steps) {
@@ -80,6 +78,30 @@ void runRingPlan(Transport& t, const std::vector<Step>& steps, const PlanBuffers
       ++received;
     }
   }
+}
+
+}  // namespace
+
+void runRingPlan(Transport& t, const std::vector<Step>& steps, const PlanBuffers& io,
+                 const Fingerprint& expected, const WaitContext& ctx) {
+  const int me = t.rank();
+  const int n = t.size();
+  SendLink* next = n > 1 ? &t.sendLink(Channel::Collective, ringNext(me, n)) : nullptr;
+  RecvLink* prev = n > 1 ? &t.recvLink(Channel::Collective, ringPrev(me, n)) : nullptr;
+  runSteps(me, next, prev, ringPrev(me, n), steps, io, expected, ctx);
+}
+
+void runRingPlanAmong(Transport& t, const std::vector<int>& members, int pos,
+                      const std::vector<Step>& steps, const PlanBuffers& io,
+                      const Fingerprint& expected, const WaitContext& ctx) {
+  const int n = static_cast<int>(members.size());
+  RING_ASSERT(pos >= 0 && pos < n && members[static_cast<size_t>(pos)] == t.rank(), "rank ",
+              t.rank(), " at position ", pos, " of a ring of ", n);
+  const int nextRank = members[static_cast<size_t>(ringNext(pos, n))];
+  const int prevRank = members[static_cast<size_t>(ringPrev(pos, n))];
+  SendLink* next = n > 1 ? &t.sendLink(Channel::Collective, nextRank) : nullptr;
+  RecvLink* prev = n > 1 ? &t.recvLink(Channel::Collective, prevRank) : nullptr;
+  runSteps(t.rank(), next, prev, prevRank, steps, io, expected, ctx);
 }
 
 void sendBytes(SendLink& link, int myRank, const void* data, int64_t bytes,

@@ -29,6 +29,13 @@ void fillHeader(MessageHeader* h, int myRank, int64_t step, int64_t bytes, const
 void runRingPlan(Transport& t, const std::vector<Step>& steps, const PlanBuffers& io,
                  const Fingerprint& expected, const WaitContext& ctx);
 
+// The same over a ring of some of the group's ranks: `members` in ring order (data flows from
+// members[i] to members[i+1]), this rank at members[pos]; `steps` are a plan for
+// (members.size(), pos).
+void runRingPlanAmong(Transport& t, const std::vector<int>& members, int pos,
+                      const std::vector<Step>& steps, const PlanBuffers& io,
+                      const Fingerprint& expected, const WaitContext& ctx);
+
 // Sends `bytes` from `data` to `peer` as ceil(bytes / capacity) messages (at least one).
 void sendBytes(SendLink& link, int myRank, const void* data, int64_t bytes,
                const Fingerprint& fp, const WaitContext& ctx);

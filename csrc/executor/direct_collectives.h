@@ -32,6 +32,20 @@ namespace ring {
 void directAllReduce(Transport& t, void* data, int64_t count, const PlanBuffers& io,
                      const Fingerprint& fp, const WaitContext& ctx);
 
+// Some ranks of the group as a direct round sees them: `size` members, this rank at `pos`;
+// ranks null means members 0 .. size-1 are group ranks 0 .. size-1.
+struct DirectMembers {
+  const int* ranks;
+  int size;
+  int pos;
+  int rankAt(int i) const { return ranks ? ranks[i] : i; }
+};
+
+// The same among `m` (the inter-host phase of the two-level all_reduce), in slices of the
+// links' capacity, each a round of its own; the sum in member order 0, 1, ..., size-1.
+void directAllReduceAmong(Transport& t, const DirectMembers& m, char* data, int64_t count,
+                          const PlanBuffers& io, const Fingerprint& fp, const WaitContext& ctx);
+
 // output block r (countPerRank elements) = rank r's input; input may be this rank's block of
 // output.
 void directAllGather(Transport& t, const void* input, void* output, int64_t countPerRank,

@@ -27,6 +27,9 @@ std::string describe(const Fingerprint& f) {
   }
   s += strCat(", sequence ", f.seq);
   if (f.algorithm == Algorithm::Direct) s += ", direct";
+  if (f.algorithm == Algorithm::HierRing) s += ", two-level ring";
+  if (f.algorithm == Algorithm::HierRd) s += ", two-level recursive doubling";
+  if (f.algorithm == Algorithm::HierDirect) s += ", two-level direct";
   return s;
 }
 

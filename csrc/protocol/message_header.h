@@ -22,7 +22,9 @@ constexpr uint32_t kMessageMagic = 0x52494e47u;  // "RING"
 // neighbours. Direct: one round in which every rank sends its message straight to every rank
 // that needs it (executor/direct_collectives.h). Every rank must choose the same one, so it is
 // part of the fingerprint: ranks configured differently get a mismatch error, not a hang.
-enum class Algorithm : uint8_t { Ring = 0, Direct = 1 };
+// HierRing, HierRd, HierDirect: the two-level all_reduce (executor/hier_all_reduce.h) with a
+// ring, recursive doubling or a direct round between hosts.
+enum class Algorithm : uint8_t { Ring = 0, Direct = 1, HierRing = 2, HierRd = 3, HierDirect = 4 };
 
 struct Fingerprint {
   uint64_t seq = 0;         // collective sequence number in the group (p2p: per-pair count)
@@ -60,7 +62,8 @@ inline Fingerprint pointToPointFingerprint(uint64_t seq, int64_t bytes, int tag)
   return makeFingerprint(Collective::PointToPoint, seq, bytes, DType::UInt8, RedOp::Sum, tag);
 }
 
-// "all_reduce of 1000 float32 (op SUM), sequence 17" (", direct" added for Algorithm::Direct)
+// "all_reduce of 1000 float32 (op SUM), sequence 17" (", direct", ", two-level ring" or
+// ", two-level recursive doubling" added for the other algorithms)
 std::string describe(const Fingerprint& f);
 
 struct MessageHeader {

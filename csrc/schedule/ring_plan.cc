@@ -26,6 +26,29 @@ void checkShape(int nranks, int rank, int64_t count, int64_t sliceElems) {
 
 Step at(Prim p, Range r) { return Step{p, r.offset, r.offset, r.count}; }
 
+// Steps [from, to) of every all-reduce loop (ring_steps.h). keep: the step that completes this
+// rank's chunk keeps it (recvReduceCopy) instead of sending it on; lead: each loop begins by
+// sending that chunk (what the kept step would have sent).
+std::vector<Step> allReduceLoops(int nranks, int rank, int64_t count, int64_t sliceElems, int from,
+                                 int to, bool keep, bool lead) {
+  checkShape(nranks, rank, count, sliceElems);
+  std::vector<Step> steps;
+  if (nranks == 1) return steps;
+  const int n = nranks;
+  const int64_t loops = loopCount(chunkRange(count, n, 0).count, sliceElems);
+  const Range owned = chunkRange(count, n, modRank(rank + 1, n));
+  steps.reserve(static_cast<size_t>(loops) * static_cast<size_t>(to - from + (lead ? 1 : 0)));
+  for (int64_t loop = 0; loop < loops; ++loop) {
+    if (lead) steps.push_back(at(Prim::Send, sliceOf(owned, sliceElems, loop)));
+    for (int i = from; i < to; ++i) {
+      StepShape s = allReduceStep(n, rank, i);
+      const Prim p = keep && s.prim == Prim::RecvReduceCopySend ? Prim::RecvReduceCopy : s.prim;
+      steps.push_back(at(p, sliceOf(chunkRange(count, n, s.chunk), sliceElems, loop)));
+    }
+  }
+  return steps;
+}
+
 }  // namespace
 
 // Why this order: in reduce-scatter step s, rank r forwards the partial sum of chunk r-s that
@@ -35,20 +58,21 @@ Step at(Prim p, Range r) { return Step{p, r.offset, r.offset, r.count}; }
 // (starting at its owner), then copied verbatim: every rank ends with identical bits.
 // The per-step choice lives in ring_steps.h, shared with the CUDA kernels.
 std::vector<Step> planAllReduce(int nranks, int rank, int64_t count, int64_t sliceElems) {
-  checkShape(nranks, rank, count, sliceElems);
-  std::vector<Step> steps;
-  if (nranks == 1) return steps;
-  const int n = nranks;
-  const int64_t loops = loopCount(chunkRange(count, n, 0).count, sliceElems);
-  const int perLoop = allReduceStepsPerLoop(n);
-  steps.reserve(static_cast<size_t>(loops) * perLoop);
-  for (int64_t loop = 0; loop < loops; ++loop) {
-    for (int i = 0; i < perLoop; ++i) {
-      StepShape s = allReduceStep(n, rank, i);
-      steps.push_back(at(s.prim, sliceOf(chunkRange(count, n, s.chunk), sliceElems, loop)));
-    }
-  }
-  return steps;
+  return allReduceLoops(nranks, rank, count, sliceElems, 0, allReduceStepsPerLoop(nranks), false,
+                        false);
+}
+
+// Steps 0 .. n-1 of each all-reduce loop, the last one keeping its chunk instead of sending it
+// on; then, in a plan of its own, that chunk's send and steps n .. 2n-2.
+std::vector<Step> planAllReduceReduceHalf(int nranks, int rank, int64_t count,
+                                          int64_t sliceElems) {
+  return allReduceLoops(nranks, rank, count, sliceElems, 0, nranks, true, false);
+}
+
+std::vector<Step> planAllReduceGatherHalf(int nranks, int rank, int64_t count,
+                                          int64_t sliceElems) {
+  return allReduceLoops(nranks, rank, count, sliceElems, nranks, allReduceStepsPerLoop(nranks),
+                        false, true);
 }
 
 // Same circulation as the first half of all-reduce, shifted by one chunk so that the chunk

@@ -25,6 +25,16 @@ const char* primName(Prim p);
 // 2(n-1) messages per loop; chunk k is chunkRange(count, n, k).
 std::vector<Step> planAllReduce(int nranks, int rank, int64_t count, int64_t sliceElems);
 
+// The two halves of planAllReduce as plans of their own, for a collective that does something
+// else between them (the two-level all_reduce, executor/hier_all_reduce.h). The reduce half
+// ends with chunk (rank + 1) mod n reduced (without AVG's division) at rank; the gather half
+// starts from there and ends with every chunk everywhere. In place, like planAllReduce, and
+// the same order of additions: the halves run back to back give planAllReduce's bits.
+std::vector<Step> planAllReduceReduceHalf(int nranks, int rank, int64_t count,
+                                          int64_t sliceElems);
+std::vector<Step> planAllReduceGatherHalf(int nranks, int rank, int64_t count,
+                                          int64_t sliceElems);
+
 // Reduce-scatter: input holds nranks * countPerRank elements, output countPerRank; rank r ends
 // with the reduction of every rank's block r. n-1 messages per loop.
 std::vector<Step> planReduceScatter(int nranks, int rank, int64_t countPerRank,

@@ -62,6 +62,16 @@ LinkChoice chooseLinks(const std::string& mode, int rank, const std::vector<std:
     }
   }
   c.allTcp = allTcp(mode, hosts);
+  c.shmDomainOf.resize(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    int lowest = r;
+    for (int s = 0; s < r && lowest == r; ++s) {
+      if (ShmTransport::serves(mode, hosts[static_cast<size_t>(r)], hosts[static_cast<size_t>(s)])) {
+        lowest = s;
+      }
+    }
+    c.shmDomainOf[static_cast<size_t>(r)] = lowest;
+  }
   return c;
 }
 
@@ -69,7 +79,7 @@ LinkChoice chooseLinks(const std::string& mode, int rank, const std::vector<std:
 // TCP), so the two set-up phases never wait on each other.
 std::unique_ptr<Transport> connectGroup(Store& store, int rank, int size,
                                         const TransportOptions& opts, ShmGeometry* geometry,
-                                        int* machineRanks) {
+                                        int* machineRanks, std::vector<int>* shmDomainOf) {
   checkMode(opts.mode);  // before any store traffic: a bad setting fails this rank at once
   store.set(strCat("ring/host/", rank), opts.hostId);
   std::vector<std::string> hosts(static_cast<size_t>(size));
@@ -79,6 +89,7 @@ std::unique_ptr<Transport> connectGroup(Store& store, int rank, int size,
   }
   LinkChoice c = chooseLinks(opts.mode, rank, hosts);
   *machineRanks = c.machineRanks;
+  *shmDomainOf = c.shmDomainOf;
   if (!opts.slotBytesChosen && c.allTcp) geometry->slotBytes = kTcpSlotBytes;
   std::unique_ptr<Transport> shm, tcp;
   if (c.shmRanks.size() > 1 || c.tcpRanks.empty()) {

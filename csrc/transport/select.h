@@ -36,15 +36,19 @@ struct LinkChoice {
   std::vector<char> viaShm;   // per rank: 1 if over shared memory
   int machineRanks = 1;       // ranks on this machine, any transport and namespace (this one too)
   bool allTcp = false;        // no link of the GROUP is shared memory (the same on every rank)
+  // Per rank of the group: the lowest rank it shares memory with (itself included), the same
+  // list on every rank: the "hosts" of the plans (schedule/host_layout.h). With mode tcp every
+  // rank is a host of its own.
+  std::vector<int> shmDomainOf;
 };
 // Throws UsageError for an unknown mode, CommError for shm across hosts.
 LinkChoice chooseLinks(const std::string& mode, int rank, const std::vector<std::string>& hosts);
 
 // Collective: publishes this rank's identity, reads everyone's, connects every link.
 // geometry->slotBytes grows to the TCP default when every link of the group is TCP (unless
-// chosen); *machineRanks: see LinkChoice.
+// chosen); *machineRanks, *shmDomainOf: see LinkChoice.
 std::unique_ptr<Transport> connectGroup(Store& store, int rank, int size,
                                         const TransportOptions& opts, ShmGeometry* geometry,
-                                        int* machineRanks);
+                                        int* machineRanks, std::vector<int>* shmDomainOf);
 
 }  // namespace ring

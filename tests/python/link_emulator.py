@@ -89,6 +89,12 @@ def relay(ns_a, dev_a, ns_b, dev_b, delay_ms, loss, seed):
     # The devices are created (persistent) by the parent; attaching by name needs this process
     # to be in each device's namespace in turn. The descriptors stay valid afterwards.
     fds = [_open_tun_in(ns_a, dev_a), _open_tun_in(ns_b, dev_b)]
+    _relay_loop(fds, lambda fd, packet: fds[1] if fd == fds[0] else fds[0], delay_ms, loss, seed)
+
+
+def _relay_loop(fds, route, delay_ms, loss, seed):
+    """Reads every packet of the devices `fds`, drops a `loss` fraction of them at random and
+    writes each other one to route(fd, packet) (None: dropped) `delay_ms` after it arrived."""
     rng = random.Random(seed)
     delay = delay_ms / 1000.0
     due = []  # (time to deliver, order, destination fd, packet): a heap, so FIFO per delay
@@ -104,9 +110,9 @@ def relay(ns_a, dev_a, ns_b, dev_b, delay_ms, loss, seed):
                     packet = os.read(fd, MTU + 100)
                 except BlockingIOError:
                     break
-                if rng.random() < loss:
+                out = route(fd, packet)
+                if out is None or rng.random() < loss:
                     continue
-                out = fds[1] if fd == fds[0] else fds[0]
                 heapq.heappush(due, (now + delay, order, out, packet))
                 order += 1
         now = time.monotonic()
@@ -117,6 +123,63 @@ def relay(ns_a, dev_a, ns_b, dev_b, delay_ms, loss, seed):
             except (BlockingIOError, OSError):
                 pass  # a full device queue drops the packet, as a real link would
 
+
+class EmulatedSwitch:
+    """N namespaces on one emulated switch: each gets a TUN device with address
+    10.97.<subnet>.<i+1>/24, and one relay process delivers every IPv4 packet to the device of
+    its destination address after `delay_ms` (so a round trip between any two hosts is twice
+    the delay), dropping a `loss` fraction. For more than two hosts where the kernel has no
+    netem (EmulatedLink joins exactly two)."""
+
+    def __init__(self, namespaces, delay_ms, loss=0.0, seed=1):
+        tag = uuid.uuid4().hex[:6]
+        self.ns = list(namespaces)
+        self.dev = [f"tsw{tag}{i}" for i in range(len(self.ns))]
+        subnet = 10 + int(tag, 16) % 200
+        self.ip = [f"10.97.{subnet}.{i + 1}" for i in range(len(self.ns))]
+        self.delay_ms, self.loss = delay_ms, loss
+        for ns, dev in zip(self.ns, self.dev):
+            _run("ip", "netns", "exec", ns, "ip", "tuntap", "add", "dev", dev, "mode", "tun")
+        ports = [x for trio in zip(self.ns, self.dev, self.ip) for x in trio]
+        self.relay = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "switch", str(delay_ms), str(loss),
+             str(seed), *ports],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        line = self.relay.stdout.readline()
+        if line.strip() != "READY":
+            self.close()
+            raise RuntimeError(f"the switch relay did not start: {line}{self.relay.stdout.read()}")
+        for ns, dev, ip in zip(self.ns, self.dev, self.ip):
+            _run("ip", "netns", "exec", ns, "ip", "addr", "add", f"{ip}/24", "dev", dev)
+            _run("ip", "netns", "exec", ns, "ip", "link", "set", dev, "mtu", str(MTU), "up")
+
+    def describe(self):
+        return (f"user-space switch emulator, {len(self.ns)} hosts: delay {self.delay_ms} ms "
+                f"each way, loss {self.loss:.0%}")
+
+    def close(self):
+        EmulatedLink.close(self)
+
+
+def switch(delay_ms, loss, seed, ports):
+    """The switch's relay: ports is [ns, dev, ip] * N."""
+    fds, by_address = [], {}
+    for i in range(0, len(ports), 3):
+        fd = _open_tun_in(ports[i], ports[i + 1])
+        fds.append(fd)
+        by_address[bytes(int(x) for x in ports[i + 2].split("."))] = fd
+
+    def route(fd, packet):
+        # IPv4 only (version nibble 4); the destination address is bytes 16-19.
+        if not packet or packet[0] >> 4 != 4:
+            return None
+        return by_address.get(packet[16:20])
+
+    _relay_loop(fds, route, delay_ms, loss, seed)
+
+
+if __name__ == "__main__" and sys.argv[1] == "switch":
+    switch(float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5:])
 
 if __name__ == "__main__" and sys.argv[1] == "relay":
     relay(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], float(sys.argv[6]),

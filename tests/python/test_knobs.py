@@ -81,3 +81,25 @@ def test_debug_file_per_rank_with_host_pid_and_rank_expanded(tmp_path):
     # Nothing of ours on the terminal.
     for text in run.outputs:
         assert not ring_lines(text), text
+
+
+def test_ranks_with_different_all_reduce_plans_fail_at_set_up_naming_the_knob():
+    # Only rank 1 sets TORCH_RING_ALGO: the plans are compared at set-up (executor/plan_choice.h),
+    # so each rank fails there naming the knob, instead of running another plan than its peers.
+    run = run_scenario("setup_failure", 2, timeout_s=120.0,
+                       extra_env={"RING_TEST_BAD_SETTING": "TORCH_RING_ALGO=hier_rd"})
+    for rank, r in run.by_rank().items():
+        assert r["error"] is not None, r
+        assert "every rank must set TORCH_RING_ALGO and TORCH_RING_RD_BYTES alike" in r["message"] \
+            or "failed to set up" in r["message"], r
+        assert r["elapsed"] < 20.0, r
+    assert "algo=hier_rd" in run.by_rank()[1]["message"], run.by_rank()[1]
+
+
+def test_an_unknown_all_reduce_plan_fails_set_up_by_name():
+    run = run_scenario("setup_failure", 2, timeout_s=120.0,
+                       extra_env={"RING_TEST_BAD_SETTING": "TORCH_RING_ALGO=tree"})
+    results = run.by_rank()
+    assert "TORCH_RING_ALGO='tree' must be auto, ring, hier_ring, hier_rd or hier_direct" in \
+        results[1]["message"], results[1]
+    assert "rank 1 failed to set up" in results[0]["message"], results[0]

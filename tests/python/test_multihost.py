@@ -220,6 +220,17 @@ def test_mixed_ring_across_two_hosts(hosts, tmp_path):
     assert ": tcp 10.99." in text and "shared memory (" in text
 
 
+@pytest.mark.parametrize("algo", ["ring", "hier_direct"])
+def test_every_collective_under_a_forced_all_reduce_plan(hosts, tmp_path, algo):
+    # The default (auto) runs two levels with recursive doubling and a ring between the hosts
+    # (test_mixed_ring_across_two_hosts: up to 256 KiB and above); here the flat ring and the
+    # direct round between hosts, every size, against gloo as before.
+    route = (hosts.ip, hosts.dev)
+    result = _run_job(hosts, route, tmp_path, {"TORCH_RING_ALGO": algo})
+    _assert_job_ok(route, *result)
+    assert f"plans algo={algo} rd_bytes=262144" in result[3], result[3][-8000:]
+
+
 def test_tcp_only_under_delay_and_loss(hosts, tmp_path):
     ips, devs, applied = hosts.impair()
     try:

@@ -1,0 +1,56 @@
+// Which plan an all_reduce runs, from the group's layout, the message size and the knobs.
+//
+// Why a table rather than one plan: the flat ring moves the fewest bytes per link and
+// pipelines, but pays 2(n-1) hops, each waiting for the slowest link; two levels pay the
+// network latency 2(H-1) times with a ring between H hosts, ceil(log2 H) times (+2 when H is no
+// power of two) with recursive doubling, which sends the whole part each time
+// (docs/scale.md has the alpha-beta model: python -m torch_ring_backend.bench.model). Inside
+// one host the flat ring (or the direct round) is as short as it gets.
+//
+//   group          message S (bytes)                 plan (TORCH_RING_ALGO=auto)
+//   one host       any                               flat ring (or direct, TORCH_RING_DIRECT_BYTES)
+//   H >= 2 hosts   S * (H-1) <= TORCH_RING_DIRECT_BYTES  two levels, a direct round between hosts
+//   H >= 2 hosts   S <= TORCH_RING_RD_BYTES            two levels, recursive doubling between hosts
+//   H >= 2 hosts   larger                            two levels, a ring between hosts
+//
+// ("hosts" are the groups of ranks that share memory: with TORCH_RING_TRANSPORT=tcp every rank
+// is a host of its own, so two levels with one rank per host is recursive doubling among all
+// ranks, or exactly the flat ring.) The RD threshold: with alpha 25 us and 1.25 GB/s per TCP
+// hop (10 GbE), recursive doubling between 4 hosts is ahead while each rank's part is under
+// 8 alpha beta = 250 KB, between 2 hosts always, and the threshold applies to the whole buffer,
+// so parts are smaller still. The direct round takes one network latency instead of log2 H but
+// sends H-1 parts at once: the same byte budget as the direct round inside a host, so a few
+// hosts get it up to tens of KiB and 128 hosts only below 516 bytes.
+//
+// Every rank must choose alike, so the choice is a pure function of values that are the same on
+// every rank (the layout from the host identities, the fingerprint's count) and of the knobs,
+// which set-up compares across ranks (settingsLine).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "protocol/message_header.h"
+#include "schedule/host_layout.h"
+
+namespace ring {
+
+struct PlanSettings {
+  std::string algo = "auto";  // auto | ring | hier_ring | hier_rd | hier_direct
+  int64_t rdBytes = 256 * 1024;
+  int64_t directBytes = 64 * 1024;
+};
+
+// Throws UsageError for an unknown algo (the word CommOptions or TORCH_RING_ALGO gave).
+void checkPlanSettings(const PlanSettings& s);
+
+// The plan of an all_reduce of `bytes` over `layout` (Algorithm::Ring, HierRing, HierRd or
+// HierDirect; the direct round inside one host is decided before).
+Algorithm chooseAllReduce(const PlanSettings& s, const HostLayout& layout, int64_t bytes);
+
+// "algo=auto rd_bytes=262144": what set-up publishes and compares between ranks. Not
+// directBytes: ranks that differ there run plans whose first messages carry different
+// fingerprints (direct or not), a mismatch error on every rank (tests/cpp/test_direct_collectives.cc).
+std::string settingsLine(const PlanSettings& s);
+
+}  // namespace ring

@@ -1,0 +1,177 @@
+// The two-level all_reduce's pure parts: hosts from the ranks' groups, the segments between
+// hosts (checked against chunkRange's partition, not against hostSegments' own arithmetic),
+// the reduce and gather halves of the ring plan (in the plan simulator, against closed-form
+// sums), and recursive doubling's round count (the textbook ceil(log2 m), +2 off powers of two).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "executor/plan_choice.h"
+#include "executor/recursive_doubling.h"
+#include "plan_simulator.h"
+#include "schedule/host_layout.h"
+#include "schedule/ring_plan.h"
+
+namespace ring {
+namespace {
+
+TEST(HostLayout, HostsAreNumberedByTheirLowestRank) {
+  HostLayout l = layoutFromGroups({5, 3, 5, 3, 9});
+  ASSERT_EQ(l.hosts(), 3);
+  EXPECT_EQ(l.members[0], (std::vector<int>{0, 2}));
+  EXPECT_EQ(l.members[1], (std::vector<int>{1, 3}));
+  EXPECT_EQ(l.members[2], (std::vector<int>{4}));
+  EXPECT_EQ(l.hostOf, (std::vector<int>{0, 1, 0, 1, 2}));
+  EXPECT_EQ(l.localIndex(2), 1);
+  EXPECT_EQ(l.localIndex(4), 0);
+}
+
+std::vector<std::vector<int>> layouts() {
+  return {
+      {0, 0, 2, 2},           // 2 hosts x 2
+      {0, 0, 0, 3},           // 3 + 1
+      {0, 1, 2, 1, 2, 2},     // 1 + 2 + 3, interleaved
+      {0, 1, 2, 3, 4},        // 5 hosts of one rank
+      {0, 0, 2, 2, 4, 4},     // 3 hosts x 2
+      {0, 0, 0, 0, 4, 4, 4},  // 4 + 3
+  };
+}
+
+// Every element of [0, count) is in exactly one segment; each segment is inside the chunk its
+// owner on every host holds after the reduce half (chunk local+1 of chunkRange's partition);
+// and each rank's chunk is exactly the union of the segments it owns (no part of a host's
+// partial sum is left out between hosts).
+TEST(HostSegments, CoverTheBufferOnceAndLieInsideEveryOwnersChunk) {
+  for (const auto& groups : layouts()) {
+    const HostLayout l = layoutFromGroups(groups);
+    for (int64_t count : {1, 2, 3, 5, 6, 7, 12, 100, 101}) {
+      SCOPED_TRACE(testing::Message() << groups.size() << " ranks, count " << count);
+      const auto segments = hostSegments(l, count);
+      int64_t next = 0;
+      std::vector<int64_t> ownedElems(groups.size(), 0);
+      for (const HostSegment& s : segments) {
+        EXPECT_EQ(s.range.offset, next);
+        EXPECT_GT(s.range.count, 0);
+        next = s.range.offset + s.range.count;
+        ASSERT_EQ(static_cast<int>(s.owners.size()), l.hosts());
+        for (int h = 0; h < l.hosts(); ++h) {
+          const int owner = s.owners[static_cast<size_t>(h)];
+          ASSERT_EQ(l.hostOf[static_cast<size_t>(owner)], h);
+          const int parts = static_cast<int>(l.members[static_cast<size_t>(h)].size());
+          const Range chunk = chunkRange(count, parts, (l.localIndex(owner) + 1) % parts);
+          EXPECT_GE(s.range.offset, chunk.offset);
+          EXPECT_LE(s.range.offset + s.range.count, chunk.offset + chunk.count);
+          ownedElems[static_cast<size_t>(owner)] += s.range.count;
+        }
+      }
+      EXPECT_EQ(next, count);
+      for (int r = 0; r < static_cast<int>(groups.size()); ++r) {
+        const int h = l.hostOf[static_cast<size_t>(r)];
+        EXPECT_EQ(ownedElems[static_cast<size_t>(r)],
+                  ownedChunk(l, h, l.localIndex(r), count).count)
+            << "rank " << r;
+      }
+    }
+  }
+}
+
+TEST(HostSegments, EqualHostsMakeOneSegmentPerLocalRank) {
+  const HostLayout l = layoutFromGroups({0, 0, 0, 3, 3, 3});
+  const auto segments = hostSegments(l, 100);
+  ASSERT_EQ(segments.size(), 3u);
+  for (int k = 0; k < 3; ++k) {
+    const Range chunk = chunkRange(100, 3, k);
+    EXPECT_EQ(segments[static_cast<size_t>(k)].range.offset, chunk.offset);
+    // Chunk k is held by local rank k-1 of each host: ranks (k+2)%3 and 3+(k+2)%3.
+    EXPECT_EQ(segments[static_cast<size_t>(k)].owners,
+              (std::vector<int>{(k + 2) % 3, 3 + (k + 2) % 3}));
+  }
+  EXPECT_TRUE(hostSegments(l, 0).empty());
+}
+
+int64_t value(int r, int64_t i) { return (r + 1) * 1000003 + 7 * i; }
+int64_t sumOverRanks(int n, int64_t i) { return 1000003LL * n * (n + 1) / 2 + 7LL * n * i; }
+
+// The reduce half leaves chunk r+1 summed at rank r; the gather half, started from just that,
+// leaves every element summed on every rank. Closed-form sums, in the plan simulator.
+TEST(AllReduceHalves, ReduceThenGatherGiveTheSumEverywhere) {
+  for (int n : {2, 3, 4, 7}) {
+    for (int64_t count : {0, 1, 5, 37, 100}) {
+      SCOPED_TRACE(testing::Message() << n << " ranks, count " << count);
+      const int64_t slice = 4;
+      std::vector<sim::RankState> ranks(static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) {
+        auto& st = ranks[static_cast<size_t>(r)];
+        st.steps = planAllReduceReduceHalf(n, r, count, slice);
+        for (int64_t i = 0; i < count; ++i) st.output.push_back(value(r, i));
+        st.inputIsOutput = true;
+      }
+      sim::RingSimulator reduce(ranks, slice, 2);
+      ASSERT_EQ(reduce.run(), sim::Outcome::Completed);
+      std::vector<sim::RankState> second(static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) {
+        const Range owned = chunkRange(count, n, (r + 1) % n);
+        const auto& out = reduce.rank(r).output;
+        for (int64_t i = owned.offset; i < owned.offset + owned.count; ++i) {
+          ASSERT_EQ(out[static_cast<size_t>(i)], sumOverRanks(n, i)) << "rank " << r << " elem " << i;
+        }
+        auto& st = second[static_cast<size_t>(r)];
+        st.steps = planAllReduceGatherHalf(n, r, count, slice);
+        // Only the owned chunk is meaningful: everything else must be overwritten.
+        st.output.assign(static_cast<size_t>(count), -1);
+        for (int64_t i = owned.offset; i < owned.offset + owned.count; ++i) {
+          st.output[static_cast<size_t>(i)] = out[static_cast<size_t>(i)];
+        }
+        st.inputIsOutput = true;
+      }
+      sim::RingSimulator gather(second, slice, 2);
+      ASSERT_EQ(gather.run(), sim::Outcome::Completed);
+      for (int r = 0; r < n; ++r) {
+        for (int64_t i = 0; i < count; ++i) {
+          ASSERT_EQ(gather.rank(r).output[static_cast<size_t>(i)], sumOverRanks(n, i))
+              << "rank " << r << " elem " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(RecursiveDoubling, RoundsAreLog2PlusTwoOffPowersOfTwo) {
+  EXPECT_EQ(recursiveDoublingRounds(1), 0);
+  EXPECT_EQ(recursiveDoublingRounds(2), 1);
+  EXPECT_EQ(recursiveDoublingRounds(3), 3);
+  EXPECT_EQ(recursiveDoublingRounds(4), 2);
+  EXPECT_EQ(recursiveDoublingRounds(5), 4);
+  EXPECT_EQ(recursiveDoublingRounds(8), 3);
+  EXPECT_EQ(recursiveDoublingRounds(128), 7);
+}
+
+TEST(PlanChoice, TheTableOfPlanChoiceH) {
+  PlanSettings s;
+  s.rdBytes = 1000;
+  s.directBytes = 300;
+  const HostLayout one = layoutFromGroups({0, 0, 0});
+  const HostLayout two = layoutFromGroups({0, 0, 2, 2});
+  EXPECT_EQ(chooseAllReduce(s, one, 10), Algorithm::Ring);
+  EXPECT_EQ(chooseAllReduce(s, one, 1 << 20), Algorithm::Ring);
+  EXPECT_EQ(chooseAllReduce(s, two, 300), Algorithm::HierDirect);  // 300 x (2-1) <= 300
+  EXPECT_EQ(chooseAllReduce(s, two, 301), Algorithm::HierRd);
+  const HostLayout four = layoutFromGroups({0, 1, 2, 3});
+  EXPECT_EQ(chooseAllReduce(s, four, 100), Algorithm::HierDirect);  // 100 x 3 <= 300
+  EXPECT_EQ(chooseAllReduce(s, four, 101), Algorithm::HierRd);
+  EXPECT_EQ(chooseAllReduce(s, two, 1000), Algorithm::HierRd);
+  EXPECT_EQ(chooseAllReduce(s, two, 1001), Algorithm::HierRing);
+  s.algo = "ring";
+  EXPECT_EQ(chooseAllReduce(s, two, 10), Algorithm::Ring);
+  s.algo = "hier_rd";
+  EXPECT_EQ(chooseAllReduce(s, two, 1 << 20), Algorithm::HierRd);
+  s.algo = "hier_ring";
+  EXPECT_EQ(chooseAllReduce(s, one, 10), Algorithm::HierRing);
+  s.algo = "hier_direct";
+  EXPECT_EQ(chooseAllReduce(s, two, 1 << 20), Algorithm::HierDirect);
+  s.algo = "tree";
+  EXPECT_THROW(checkPlanSettings(s), UsageError);
+}
+
+}  // namespace
+}  // namespace ring
