@@ -127,7 +127,7 @@ def _host(ip):
     return f"[{ip}]" if ":" in ip else ip
 
 
-def _launch(hosts, route, shared, port, extra_env):
+def _launch(hosts, route, shared, port, extra_env, nprocs=(2, 2)):
     ips, devs = route
     procs = []
     for i in range(2):
@@ -144,7 +144,7 @@ def _launch(hosts, route, shared, port, extra_env):
         })
         cmd = ["ip", "netns", "exec", hosts.ns[i], "unshare", "--ipc",
                sys.executable, "-m", "torch.distributed.run",
-               "--nnodes=2", "--nproc_per_node=2", "--rdzv-backend=c10d",
+               "--nnodes=2", f"--nproc_per_node={nprocs[i]}", "--rdzv-backend=c10d",
                f"--rdzv-endpoint={_host(ips[0])}:{port}", f"--rdzv-id=ringmh{port}",
                # The store's host cannot be told from its address inside a namespace: say so.
                f"--rdzv-conf=is_host={1 if i == 0 else 0}",
@@ -169,10 +169,10 @@ def _wait_for_addresses(shared, world, procs):
     pytest.fail(f"the ranks did not publish their ring listeners:\n{out[-6000:]}")
 
 
-def _run_job(hosts, route, tmp_path, extra_env):
+def _run_job(hosts, route, tmp_path, extra_env, nprocs=(2, 2)):
     shared = str(tmp_path)
     port = _free_port_in(hosts.ns[0])
-    procs = _launch(hosts, route, shared, port, extra_env)
+    procs = _launch(hosts, route, shared, port, extra_env, nprocs)
     listeners = _wait_for_addresses(shared, 4, procs)
     # The stranger lives on host B and knocks on the listeners of both hosts.
     stranger = subprocess.run(
@@ -229,6 +229,17 @@ def test_every_collective_under_a_forced_all_reduce_plan(hosts, tmp_path, algo):
     result = _run_job(hosts, route, tmp_path, {"TORCH_RING_ALGO": algo})
     _assert_job_ok(route, *result)
     assert f"plans algo={algo} rd_bytes=262144" in result[3], result[3][-8000:]
+
+
+def test_every_collective_on_uneven_hosts(hosts, tmp_path):
+    # Three ranks on host A and one on host B (torchrun's agents may start different numbers of
+    # workers): inside A the buffer is cut in three, between the hosts into the three segments
+    # of A's chunks, each with its owner on A and host B's one rank.
+    route = (hosts.ip, hosts.dev)
+    result = _run_job(hosts, route, tmp_path, {}, nprocs=(3, 1))
+    _assert_job_ok(route, *result)
+    assert "4 ranks, ring order 0 -> 1 -> ... -> 3 -> 0; 2 host(s)" in result[3], result[3][-8000:]
+    assert "2 peer(s) over shared memory, 1 over TCP (transport auto)" in result[3]
 
 
 def test_tcp_only_under_delay_and_loss(hosts, tmp_path):
