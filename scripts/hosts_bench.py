@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""all_reduce on emulated hosts: the flat ring, the two-level plans and gloo side by side.
+"""Collectives on emulated hosts: the flat ring, the two-level plans and gloo side by side.
 
 HOSTS network namespaces (each also its own IPC namespace, so that the ranks see separate
 hosts) on one emulated switch (tests/python/link_emulator.py EmulatedSwitch: TUN devices and a
@@ -60,19 +60,25 @@ def run_job(switch, namespaces, nproc, algo, bench, port, out_json, timeout_s):
 
 
 def table(results, algos):
-    """Per size: the median over jobs of ring's time under each plan, and of gloo's (all jobs)."""
-    sizes = sorted({r["bytes"] for rows in results.values() for job in rows for r in job})
-    head = f"{'bytes':>10} " + " ".join(f"{a + ' us':>14}" for a in algos) + f" {'gloo us':>10}"
-    head += "".join(f" {'flat/' + a:>12}" for a in algos if a != "ring")
+    """Per collective and size: the median over jobs of ring's time under each plan, and of
+    gloo's (all jobs)."""
+    keys = sorted({(r.get("collective", "all_reduce"), r["bytes"])
+                   for rows in results.values() for job in rows for r in job})
+    head = f"{'collective':>14} {'bytes':>10} " + " ".join(f"{a + ' us':>14}" for a in algos)
+    head += f" {'gloo us':>10}" + "".join(f" {'flat/' + a:>12}" for a in algos if a != "ring")
     lines = [head]
-    for size in sizes:
+
+    def rows_of(a, key):
+        return [r for job in results[a] for r in job
+                if (r.get("collective", "all_reduce"), r["bytes"]) == key]
+
+    for key in keys:
         med, gloo = {}, []
         for a in algos:
-            times = [r["time_us"] for job in results[a] for r in job if r["bytes"] == size]
-            med[a] = statistics.median(times)
-            gloo += [r["references"]["gloo"]["time_us"] for job in results[a] for r in job
-                     if r["bytes"] == size and r["references"]["gloo"]["time_us"] is not None]
-        line = f"{size:>10} " + " ".join(f"{med[a]:>14.1f}" for a in algos)
+            med[a] = statistics.median(r["time_us"] for r in rows_of(a, key))
+            gloo += [r["references"]["gloo"]["time_us"] for r in rows_of(a, key)
+                     if r["references"]["gloo"]["time_us"] is not None]
+        line = f"{key[0]:>14} {key[1]:>10} " + " ".join(f"{med[a]:>14.1f}" for a in algos)
         line += f" {statistics.median(gloo) if gloo else float('nan'):>10.1f}"
         line += "".join(f" {med['ring'] / med[a]:>12.2f}" for a in algos if a != "ring")
         lines.append(line)

@@ -13,6 +13,7 @@
 #include "executor/cpu_executor.h"
 #include "executor/direct_collectives.h"
 #include "executor/hier_all_reduce.h"
+#include "executor/hier_gather_scatter.h"
 #include "reduce/reduce_table.h"
 #include "schedule/ring_plan.h"
 #include "transport/host_identity.h"
@@ -68,7 +69,7 @@ void agreeOnPlans(Store& store, int rank, int size, const std::string& mine,
   for (int r = 0; r < size; ++r) {
     if (r == rank) continue;
     const std::string theirs = store.get(strCat("ring/plans/", r), timeout);
-    RING_USAGE_CHECK(theirs == mine, "ring: rank ", rank, " has all_reduce plans '", mine,
+    RING_USAGE_CHECK(theirs == mine, "ring: rank ", rank, " has collective plans '", mine,
                      "' but rank ", r, " has '", theirs,
                      "': every rank must set TORCH_RING_ALGO and TORCH_RING_RD_BYTES alike");
   }
@@ -98,12 +99,15 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   t.slotBytesChosen = opts.slotBytes > 0 || env().slotBytesSet;
   int localRanks = 1;
   std::vector<int> shmDomainOf;
-  plans_.algo = opts.algo.empty() ? env().algo : opts.algo;
+  plans_.algo = parseAlgoKnob(opts.algo.empty() ? env().algo : opts.algo);
   plans_.rdBytes = opts.rdBytes >= 0 ? opts.rdBytes : env().rdBytes;
   plans_.directBytes = opts.directBytes >= 0 ? opts.directBytes : env().directBytes;
   checkPlanSettings(plans_);  // before any store traffic, as the transport's mode
   transport_ = connectGroup(store, rank, size, t, &g, &localRanks, &shmDomainOf);
   layout_ = layoutFromGroups(shmDomainOf);
+  hostRing_ = hostMajorRing(layout_);
+  hostRingPos_.resize(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) hostRingPos_[static_cast<size_t>(hostRing_[static_cast<size_t>(i)])] = i;
   agreeOnPlans(store, rank, size, settingsLine(plans_), opts.timeout);
   // After connect: an all-TCP group may have chosen larger slots; the plans slice by them.
   slotBytes_ = g.slotBytes;
@@ -216,9 +220,23 @@ void Communicator::allReduce(void* data, int64_t count, DType t, RedOp op, doubl
   });
 }
 
+void Communicator::releaseLargeStaging() {
+  if (staging_.capacity() > kKeptStagingBytes) std::vector<char>().swap(staging_);
+}
+
+Algorithm Communicator::reduceScatterPlan() const { return chooseReduceScatter(plans_, layout_); }
+
+Algorithm Communicator::allGatherPlan(int64_t partBytes) const {
+  if (goesDirect(partBytes)) return Algorithm::Direct;
+  return chooseAllGather(plans_, layout_, partBytes);
+}
+
+Algorithm Communicator::broadcastPlan() const { return chooseBroadcast(plans_, layout_); }
+
 void Communicator::reduceScatter(const void* input, void* output, int64_t countPerRank, DType t,
                                  RedOp op, double factor, const CallInfo& c) {
   Fingerprint fp = makeFingerprint(Collective::ReduceScatter, c.seq, countPerRank, t, op, -1);
+  fp.algorithm = reduceScatterPlan();
   guarded(fp, c, [&](const WaitContext& ctx) {
     std::vector<char> scaled;
     const void* in = input;
@@ -227,6 +245,12 @@ void Communicator::reduceScatter(const void* input, void* output, int64_t countP
       scaled.resize(static_cast<size_t>(countPerRank * size_) * elementSize(t));
       scaleFn(t)(scaled.data(), input, factor, countPerRank * size_);
       in = scaled.data();
+    }
+    if (fp.algorithm == Algorithm::HierRing) {
+      hierReduceScatter(*transport_, layout_, countPerRank, sliceElems(slotBytes_, t),
+                        buffers(in, output, t, op, size_), &staging_, fp, ctx);
+      releaseLargeStaging();
+      return;
     }
     auto steps = planReduceScatter(size_, rank_, countPerRank, sliceElems(slotBytes_, t));
     runRingPlan(*transport_, steps, buffers(in, output, t, op, size_), fp, ctx);
@@ -237,12 +261,17 @@ void Communicator::reduceScatter(const void* input, void* output, int64_t countP
 void Communicator::allGather(const void* input, void* output, int64_t countPerRank, DType t,
                              const CallInfo& c) {
   Fingerprint fp = makeFingerprint(Collective::AllGather, c.seq, countPerRank, t, RedOp::Sum, -1);
-  if (goesDirect(countPerRank * static_cast<int64_t>(elementSize(t)))) {
-    fp.algorithm = Algorithm::Direct;
-  }
+  fp.algorithm = allGatherPlan(countPerRank * static_cast<int64_t>(elementSize(t)));
   guarded(fp, c, [&](const WaitContext& ctx) {
     if (fp.algorithm == Algorithm::Direct) {
       directAllGather(*transport_, input, output, countPerRank, elementSize(t), fp, ctx);
+      return;
+    }
+    if (fp.algorithm == Algorithm::HierRing || fp.algorithm == Algorithm::HierDirect) {
+      hierAllGather(*transport_, layout_, input, output, countPerRank, elementSize(t),
+                    sliceElems(slotBytes_, t), fp.algorithm == Algorithm::HierDirect, &staging_,
+                    fp, ctx);
+      releaseLargeStaging();
       return;
     }
     auto steps = planAllGather(size_, rank_, countPerRank, sliceElems(slotBytes_, t));
@@ -254,10 +283,19 @@ void Communicator::allGather(const void* input, void* output, int64_t countPerRa
 
 void Communicator::broadcast(void* data, int64_t count, DType t, int root, const CallInfo& c) {
   Fingerprint fp = makeFingerprint(Collective::Broadcast, c.seq, count, t, RedOp::Sum, root);
+  fp.algorithm = broadcastPlan();
   guarded(fp, c, [&](const WaitContext& ctx) {
-    auto steps = planBroadcast(size_, rank_, root, count, sliceElems(slotBytes_, t));
     PlanBuffers io{static_cast<const char*>(data), static_cast<char*>(data), elementSize(t),
                    nullptr, nullptr, 1};
+    if (fp.algorithm == Algorithm::HierRing) {
+      runRingPlanAmong(*transport_, hostRing_, hostRingPos_[static_cast<size_t>(rank_)],
+                       planBroadcast(size_, hostRingPos_[static_cast<size_t>(rank_)],
+                                     hostRingPos_[static_cast<size_t>(root)], count,
+                                     sliceElems(slotBytes_, t)),
+                       io, fp, ctx);
+      return;
+    }
+    auto steps = planBroadcast(size_, rank_, root, count, sliceElems(slotBytes_, t));
     runRingPlan(*transport_, steps, io, fp, ctx);
   });
 }

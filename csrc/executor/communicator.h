@@ -39,7 +39,7 @@ struct CommOptions {
   // Largest message of a direct collective (executor/direct_collectives.h); -1:
   // TORCH_RING_DIRECT_BYTES, 0: never.
   int64_t directBytes = -1;
-  // The all_reduce plan between hosts (executor/plan_choice.h); empty: TORCH_RING_ALGO.
+  // The collectives' plans between hosts (executor/plan_choice.h); empty: TORCH_RING_ALGO.
   std::string algo;
   // auto's recursive-doubling limit in bytes; -1: TORCH_RING_RD_BYTES.
   int64_t rdBytes = -1;
@@ -102,8 +102,13 @@ class Communicator {
 
   // The hosts of the group as its plans see them: ranks that share memory (select.h).
   const HostLayout& layout() const { return layout_; }
-  // The plan an all_reduce of `bytes` takes (Algorithm::Direct, Ring, HierRing or HierRd).
+  // The plan an all_reduce of `bytes` takes (Algorithm::Direct, Ring, HierRing, HierRd or
+  // HierDirect), an all_gather of parts of `partBytes` (Direct, Ring, HierRing or HierDirect),
+  // a reduce_scatter and a broadcast (Ring or HierRing): executor/plan_choice.h.
   Algorithm allReducePlan(int64_t bytes) const;
+  Algorithm allGatherPlan(int64_t partBytes) const;
+  Algorithm reduceScatterPlan() const;
+  Algorithm broadcastPlan() const;
 
   // Fails every current and future wait of this rank with `reason`, and tells the others.
   void abort(const std::string& reason);
@@ -135,10 +140,20 @@ class Communicator {
   int64_t directBytes_ = 0;
   std::unique_ptr<Transport> transport_;
   HostLayout layout_;
+  // hostMajorRing(layout_) and each rank's place on it (broadcast between hosts).
+  std::vector<int> hostRing_;
+  std::vector<int> hostRingPos_;
   PlanSettings plans_;
   // hostSegments(layout_, count) of the last two-level all_reduce: DDP's buckets repeat sizes.
   int64_t segmentsCount_ = -1;
   std::vector<HostSegment> segments_;
+  // The two-level all_gather's and reduce_scatter's staging buffer (the size of the gathered
+  // output), kept between calls up to kKeptStagingBytes: small calls repeat in a loop and
+  // would pay an allocation each; a large one's copy of a whole layer (FSDP) is not held
+  // beyond its call, where an allocation costs little beside the network.
+  static constexpr size_t kKeptStagingBytes = 16u << 20;
+  void releaseLargeStaging();
+  std::vector<char> staging_;
   // Issue times: collected on the issuing thread (announceIssued), read by report calls.
   StragglerStats stragglers_;
   uint64_t nextIssueToCollect_ = 0;

@@ -100,21 +100,48 @@ void directAllReduceAmong(Transport& t, const DirectMembers& m, char* data, int6
 
 void directAllGather(Transport& t, const void* input, void* output, int64_t countPerRank,
                      size_t elemSize, const Fingerprint& fp, const WaitContext& ctx) {
-  const int me = t.rank();
-  const int n = t.size();
-  const int64_t bytes = countPerRank * static_cast<int64_t>(elemSize);
+  directAllGatherAmong(t, DirectMembers{nullptr, t.size(), t.rank()}, input, output,
+                       countPerRank, elemSize, fp, ctx);
+}
+
+void directAllGatherAmong(Transport& t, const DirectMembers& m, const void* input, void* output,
+                          int64_t countPerRank, size_t elemSize, const Fingerprint& fp,
+                          const WaitContext& ctx) {
+  const int n = m.size;
+  RING_ASSERT(m.pos >= 0 && m.pos < n && m.rankAt(m.pos) == t.rank(), "rank ", t.rank(),
+              " at position ", m.pos, " of ", n);
+  const int64_t es = static_cast<int64_t>(elemSize);
+  const int64_t blockBytes = countPerRank * es;
+  const char* in = static_cast<const char*>(input);
   char* out = static_cast<char*>(output);
-  sendToAll(t, DirectMembers{nullptr, n, me}, input, bytes, 0, fp, ctx);
   // An input that is already this rank's block of the output (FSDP) needs no copy.
-  if (out + me * bytes != input && bytes > 0) {
-    std::memmove(out + me * bytes, input, static_cast<size_t>(bytes));
+  if (out + m.pos * blockBytes != in && blockBytes > 0) {
+    std::memmove(out + m.pos * blockBytes, in, static_cast<size_t>(blockBytes));
   }
-  for (int k = 1; k < n; ++k) {
-    const int peer = (me - k + n) % n;
-    InSlot in = receiveFrom(t, peer, bytes, 0, fp, ctx);
-    if (bytes > 0) std::memcpy(out + peer * bytes, in.payload, static_cast<size_t>(bytes));
-    t.recvLink(Channel::Collective, peer).release();
-  }
+  if (n == 1) return;
+  // Slice by slice, as directAllReduceAmong: slice k+1 goes out only once every member's
+  // slice k has arrived, so at most two of our slices sit in any peer's FIFO.
+  const int64_t sliceElems =
+      t.sendLink(Channel::Collective, m.rankAt((m.pos + 1) % n)).capacity() / es;
+  RING_ASSERT(sliceElems > 0, "a slot smaller than one element of ", es, " bytes");
+  int64_t done = 0;
+  int64_t slice = 0;
+  do {
+    const int64_t elems = countPerRank - done < sliceElems ? countPerRank - done : sliceElems;
+    const int64_t bytes = elems * es;
+    // From our own block of the output: the input may be that block, already copied there.
+    sendToAll(t, m, out + m.pos * blockBytes + done * es, bytes, slice, fp, ctx);
+    for (int k = 1; k < n; ++k) {
+      const int peer = (m.pos - k + n) % n;
+      InSlot got = receiveFrom(t, m.rankAt(peer), bytes, slice, fp, ctx);
+      if (bytes > 0) {
+        std::memcpy(out + peer * blockBytes + done * es, got.payload, static_cast<size_t>(bytes));
+      }
+      t.recvLink(Channel::Collective, m.rankAt(peer)).release();
+    }
+    done += elems;
+    ++slice;
+  } while (done < countPerRank);
 }
 
 }  // namespace ring

@@ -51,4 +51,10 @@ void directAllReduceAmong(Transport& t, const DirectMembers& m, char* data, int6
 void directAllGather(Transport& t, const void* input, void* output, int64_t countPerRank,
                      size_t elemSize, const Fingerprint& fp, const WaitContext& ctx);
 
+// The same among `m` (the inter-host phase of the two-level all_gather): output block i is
+// member i's input; in slices of the links' capacity, each a round of its own.
+void directAllGatherAmong(Transport& t, const DirectMembers& m, const void* input, void* output,
+                          int64_t countPerRank, size_t elemSize, const Fingerprint& fp,
+                          const WaitContext& ctx);
+
 }  // namespace ring

@@ -1,4 +1,4 @@
-// Which plan an all_reduce runs, from the group's layout, the message size and the knobs.
+// Which plan a collective runs, from the group's layout, the message size and the knobs.
 //
 // Why a table rather than one plan: the flat ring moves the fewest bytes per link and
 // pipelines, but pays 2(n-1) hops, each waiting for the slowest link; two levels pay the
@@ -35,18 +35,42 @@
 
 namespace ring {
 
+// TORCH_RING_ALGO's words, parsed once at set-up (a collective's choice compares enums).
+enum class AlgoKnob { Auto, Ring, HierRing, HierRd, HierDirect };
+
+// Throws UsageError naming the word and the choices for anything else.
+AlgoKnob parseAlgoKnob(const std::string& word);
+const char* algoKnobName(AlgoKnob k);  // "auto", "ring", "hier_ring", "hier_rd", "hier_direct"
+
 struct PlanSettings {
-  std::string algo = "auto";  // auto | ring | hier_ring | hier_rd | hier_direct
+  AlgoKnob algo = AlgoKnob::Auto;
   int64_t rdBytes = 256 * 1024;
   int64_t directBytes = 64 * 1024;
 };
 
-// Throws UsageError for an unknown algo (the word CommOptions or TORCH_RING_ALGO gave).
+// Throws UsageError for a negative limit.
 void checkPlanSettings(const PlanSettings& s);
 
 // The plan of an all_reduce of `bytes` over `layout` (Algorithm::Ring, HierRing, HierRd or
 // HierDirect; the direct round inside one host is decided before).
 Algorithm chooseAllReduce(const PlanSettings& s, const HostLayout& layout, int64_t bytes);
+
+// all_gather and reduce_scatter in two levels (executor/hier_gather_scatter.h) need hosts of
+// equal size; on unequal hosts they run the flat ring whatever the knob says.
+//   group                         plan (auto)
+//   one host, or unequal hosts    flat ring (or the direct round inside one host)
+//   all_gather, part P bytes, P * (H-1) <= TORCH_RING_DIRECT_BYTES   two levels, direct between
+//   else, hosts of 2+ ranks       two levels, a ring between hosts
+//   else (one rank per host)      flat ring (two levels would be the same ring)
+// hier_rd picks the ring between hosts (recursive doubling is all_reduce's only), hier_direct
+// the direct round for all_gather at any size (reduce_scatter has no direct round: a ring).
+Algorithm chooseAllGather(const PlanSettings& s, const HostLayout& layout, int64_t partBytes);
+Algorithm chooseReduceScatter(const PlanSettings& s, const HostLayout& layout);
+
+// broadcast: a chain around the ring that visits the hosts one after the other (host_layout.h's
+// hostMajorRing: the network crossed at most H times wherever the ranks sit) unless the knob
+// says ring or the group is one host: Algorithm::HierRing or Ring.
+Algorithm chooseBroadcast(const PlanSettings& s, const HostLayout& layout);
 
 // "algo=auto rd_bytes=262144": what set-up publishes and compares between ranks. Not
 // directBytes: ranks that differ there run plans whose first messages carry different

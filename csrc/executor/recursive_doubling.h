@@ -32,8 +32,9 @@ void recursiveDoublingAllReduce(Transport& t, const std::vector<int>& members, i
                                 char* data, int64_t count, const PlanBuffers& io,
                                 const Fingerprint& fp, const WaitContext& ctx);
 
-// Exchanges before the main rounds (fold in, hand back): what the plan costs in messages on
-// the critical path, for tests and the scale model's step count.
+// How many exchanges the plan makes one after the other, the fold-in and hand-back rounds of a
+// host count that is no power of two included (its latency in messages on the critical path;
+// the C++ tests check it against the textbook counts, bench/model.py counts its own).
 int recursiveDoublingRounds(int members);
 
 }  // namespace ring

@@ -25,6 +25,15 @@ int HostLayout::localIndex(int rank) const {
   return static_cast<int>(std::lower_bound(m.begin(), m.end(), rank) - m.begin());
 }
 
+int HostLayout::ranksPerHost() const {
+  if (members.empty()) return 0;
+  const size_t each = members[0].size();
+  for (const auto& m : members) {
+    if (m.size() != each) return 0;
+  }
+  return static_cast<int>(each);
+}
+
 HostLayout layoutFromGroups(const std::vector<int>& groupOf) {
   HostLayout layout;
   layout.hostOf.resize(groupOf.size());
@@ -68,6 +77,24 @@ std::vector<HostSegment> hostSegments(const HostLayout& layout, int64_t count) {
     segments.push_back(std::move(s));
   }
   return segments;
+}
+
+std::vector<int> ranksOfLocalIndex(const HostLayout& layout, int local) {
+  std::vector<int> ranks;
+  ranks.reserve(layout.members.size());
+  for (const auto& host : layout.members) ranks.push_back(host[static_cast<size_t>(local)]);
+  return ranks;
+}
+
+int localMajorPosition(const HostLayout& layout, int rank) {
+  return layout.localIndex(rank) * layout.hosts() + layout.hostOf[static_cast<size_t>(rank)];
+}
+
+std::vector<int> hostMajorRing(const HostLayout& layout) {
+  std::vector<int> ring;
+  ring.reserve(layout.hostOf.size());
+  for (const auto& host : layout.members) ring.insert(ring.end(), host.begin(), host.end());
+  return ring;
 }
 
 }  // namespace ring

@@ -32,6 +32,8 @@ struct HostLayout {
 
   int hosts() const { return static_cast<int>(members.size()); }
   int localIndex(int rank) const;
+  // How many ranks every host has, where all have the same number; 0 where they differ.
+  int ranksPerHost() const;
 };
 
 // `groupOf[r]`: any label, equal for the ranks of one host (e.g. the lowest rank of r's host).
@@ -50,5 +52,20 @@ Range ownedChunk(const HostLayout& layout, int host, int local, int64_t count);
 
 // The segments in increasing offset order; they cover [0, count) exactly once.
 std::vector<HostSegment> hostSegments(const HostLayout& layout, int64_t count);
+
+// Hosts of equal size (ranksPerHost() > 0) only, for the two-level all_gather and
+// reduce_scatter (executor/hier_gather_scatter.h):
+// the ranks of local index `local`, one per host, in host order;
+std::vector<int> ranksOfLocalIndex(const HostLayout& layout, int local);
+// rank `rank`'s block in their staging buffer, ordered by local index, then host: the blocks
+// of ranksOfLocalIndex(j) are contiguous, at j * hosts() .. j * hosts() + hosts() - 1.
+int localMajorPosition(const HostLayout& layout, int rank);
+
+// Every rank, host by host (in host order, each host's ranks in rank order): a ring that
+// crosses between hosts exactly hosts() times wherever the ranks sit (the ring in rank order
+// crosses as often as consecutive ranks sit on different hosts). broadcast's chain runs on it
+// from the root: the same ring whatever the root, so a rank that names another root waits on
+// the same neighbour as the others and gets its message's mismatch, not a timeout.
+std::vector<int> hostMajorRing(const HostLayout& layout);
 
 }  // namespace ring

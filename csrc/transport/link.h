@@ -47,6 +47,8 @@ class SendLink {
   virtual bool tryAcquire(OutSlot* slot) = 0;
   // Makes the acquired slot visible to the receiver.
   virtual void publish() = 0;
+  // Messages published on this link so far (read on the sending thread): where a plan sends.
+  virtual uint64_t messagesSent() const = 0;
 };
 
 class RecvLink {

@@ -1,6 +1,7 @@
 #include "transport/select.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "common/errors.h"
 #include "common/logging.h"
@@ -62,15 +63,15 @@ LinkChoice chooseLinks(const std::string& mode, int rank, const std::vector<std:
     }
   }
   c.allTcp = allTcp(mode, hosts);
+  // Shared memory joins ranks with equal host ids (ShmTransport::serves), so a rank's domain is
+  // the lowest rank with its id: one pass with a map, not a scan per rank (1024 ranks at set-up).
   c.shmDomainOf.resize(static_cast<size_t>(size));
+  std::unordered_map<std::string, int> lowestWithId;
   for (int r = 0; r < size; ++r) {
-    int lowest = r;
-    for (int s = 0; s < r && lowest == r; ++s) {
-      if (ShmTransport::serves(mode, hosts[static_cast<size_t>(r)], hosts[static_cast<size_t>(s)])) {
-        lowest = s;
-      }
-    }
-    c.shmDomainOf[static_cast<size_t>(r)] = lowest;
+    const bool alone = !ShmTransport::serves(mode, hosts[static_cast<size_t>(r)],
+                                             hosts[static_cast<size_t>(r)]);
+    c.shmDomainOf[static_cast<size_t>(r)] =
+        alone ? r : lowestWithId.emplace(hosts[static_cast<size_t>(r)], r).first->second;
   }
   return c;
 }

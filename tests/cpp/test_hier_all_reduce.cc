@@ -14,17 +14,13 @@
 
 #include "closed_forms.h"
 #include "comm_test_support.h"
+#include "made_up_hosts.h"
 #include "common/errors.h"
 
 namespace ring {
 namespace {
 
 using namespace testing_support;
-
-struct Layout {
-  const char* name;
-  std::vector<int> hostOf;  // per rank
-};
 
 std::vector<Layout> layouts() {
   return {
@@ -37,18 +33,7 @@ std::vector<Layout> layouts() {
 }
 
 CommOptions hostOptions(const Layout& l, int rank, const std::string& algo) {
-  CommOptions o;
-  o.timeout = std::chrono::seconds(20);
-  o.groupName = "hier";
-  o.slotBytes = 256;  // many slices per segment
-  o.slots = 3;
-  o.transport = "auto";
-  o.listenAddress = "127.0.0.1";
-  o.hostId = strCat("host-", l.hostOf[static_cast<size_t>(rank)]);
-  o.algo = algo;
-  o.rdBytes = 2048;  // auto: direct up to 1 KiB x (hosts-1), recursive doubling up to 2 KiB,
-  o.directBytes = 1024;  // a ring above
-  return o;
+  return madeUpHostOptions(l, rank, algo, "hier");
 }
 
 Algorithm expectedPlan(const std::string& algo, int64_t bytes, int hosts) {

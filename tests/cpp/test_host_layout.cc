@@ -161,16 +161,64 @@ TEST(PlanChoice, TheTableOfPlanChoiceH) {
   EXPECT_EQ(chooseAllReduce(s, four, 101), Algorithm::HierRd);
   EXPECT_EQ(chooseAllReduce(s, two, 1000), Algorithm::HierRd);
   EXPECT_EQ(chooseAllReduce(s, two, 1001), Algorithm::HierRing);
-  s.algo = "ring";
+  s.algo = AlgoKnob::Ring;
   EXPECT_EQ(chooseAllReduce(s, two, 10), Algorithm::Ring);
-  s.algo = "hier_rd";
+  s.algo = AlgoKnob::HierRd;
   EXPECT_EQ(chooseAllReduce(s, two, 1 << 20), Algorithm::HierRd);
-  s.algo = "hier_ring";
+  s.algo = AlgoKnob::HierRing;
   EXPECT_EQ(chooseAllReduce(s, one, 10), Algorithm::HierRing);
-  s.algo = "hier_direct";
+  s.algo = AlgoKnob::HierDirect;
   EXPECT_EQ(chooseAllReduce(s, two, 1 << 20), Algorithm::HierDirect);
-  s.algo = "tree";
-  EXPECT_THROW(checkPlanSettings(s), UsageError);
+  EXPECT_THROW(parseAlgoKnob("tree"), UsageError);
+  for (const char* word : {"auto", "ring", "hier_ring", "hier_rd", "hier_direct"}) {
+    EXPECT_STREQ(algoKnobName(parseAlgoKnob(word)), word);
+  }
+}
+
+TEST(HostLayout, LocalIndexGroupsAndTheHostMajorRing) {
+  // Hosts by lowest rank: {0, 2}, {1, 3}, {4, 5}.
+  const HostLayout l = layoutFromGroups({5, 7, 5, 7, 9, 9});
+  EXPECT_EQ(l.ranksPerHost(), 2);
+  EXPECT_EQ(ranksOfLocalIndex(l, 0), (std::vector<int>{0, 1, 4}));
+  EXPECT_EQ(ranksOfLocalIndex(l, 1), (std::vector<int>{2, 3, 5}));
+  // Local index first, then host: the parts of one local index are neighbours.
+  std::vector<int> position;
+  for (int r = 0; r < 6; ++r) position.push_back(localMajorPosition(l, r));
+  EXPECT_EQ(position, (std::vector<int>{0, 1, 3, 4, 2, 5}));
+  EXPECT_EQ(hostMajorRing(l), (std::vector<int>{0, 2, 1, 3, 4, 5}));
+  EXPECT_EQ(layoutFromGroups({0, 0, 1}).ranksPerHost(), 0);
+  EXPECT_EQ(layoutFromGroups({3, 3, 3}).ranksPerHost(), 3);
+  EXPECT_EQ(hostMajorRing(layoutFromGroups({0, 1, 0, 1, 1})), (std::vector<int>{0, 2, 1, 3, 4}));
+}
+
+TEST(PlanChoice, TheGatherScatterAndBroadcastRowsOfPlanChoiceH) {
+  PlanSettings s;
+  s.directBytes = 300;
+  const HostLayout one = layoutFromGroups({0, 0, 0});
+  const HostLayout twoOfTwo = layoutFromGroups({0, 1, 0, 1});
+  const HostLayout uneven = layoutFromGroups({0, 0, 0, 1});
+  const HostLayout fourOfOne = layoutFromGroups({0, 1, 2, 3});
+  EXPECT_EQ(chooseAllGather(s, one, 10), Algorithm::Ring);
+  EXPECT_EQ(chooseAllGather(s, uneven, 10), Algorithm::Ring);
+  EXPECT_EQ(chooseAllGather(s, twoOfTwo, 300), Algorithm::HierDirect);  // 300 x (2-1) <= 300
+  EXPECT_EQ(chooseAllGather(s, twoOfTwo, 301), Algorithm::HierRing);
+  EXPECT_EQ(chooseAllGather(s, fourOfOne, 100), Algorithm::HierDirect);  // 100 x 3 <= 300
+  EXPECT_EQ(chooseAllGather(s, fourOfOne, 101), Algorithm::Ring);  // the same ring
+  EXPECT_EQ(chooseReduceScatter(s, twoOfTwo), Algorithm::HierRing);
+  EXPECT_EQ(chooseReduceScatter(s, fourOfOne), Algorithm::Ring);
+  EXPECT_EQ(chooseReduceScatter(s, uneven), Algorithm::Ring);
+  EXPECT_EQ(chooseBroadcast(s, one), Algorithm::Ring);
+  EXPECT_EQ(chooseBroadcast(s, uneven), Algorithm::HierRing);
+  s.algo = AlgoKnob::HierDirect;
+  EXPECT_EQ(chooseAllGather(s, twoOfTwo, 1 << 20), Algorithm::HierDirect);
+  EXPECT_EQ(chooseAllGather(s, uneven, 10), Algorithm::Ring);
+  EXPECT_EQ(chooseReduceScatter(s, fourOfOne), Algorithm::HierRing);
+  s.algo = AlgoKnob::HierRd;
+  EXPECT_EQ(chooseAllGather(s, twoOfTwo, 10), Algorithm::HierRing);
+  s.algo = AlgoKnob::Ring;
+  EXPECT_EQ(chooseAllGather(s, twoOfTwo, 10), Algorithm::Ring);
+  EXPECT_EQ(chooseReduceScatter(s, twoOfTwo), Algorithm::Ring);
+  EXPECT_EQ(chooseBroadcast(s, twoOfTwo), Algorithm::Ring);
 }
 
 }  // namespace

@@ -64,12 +64,14 @@ def _collectives(gloo, rank, world, rounds_tag):
         dist.reduce(b, dst=root, group=gloo)
         if rank == root:
             _check(f"reduce root {root}", a, b)
-    x = torch.randint(-50, 50, (123457,), generator=gen).float()
-    a = torch.empty(world * x.numel())
-    b = torch.empty_like(a)
-    dist.all_gather_into_tensor(a, x)
-    dist.all_gather_into_tensor(b, x, group=gloo)
-    _check("all_gather", a, b)
+    # Small parts go between hosts in one direct round, large ones around a ring (auto).
+    for numel in (100, 123457):
+        x = torch.randint(-50, 50, (numel,), generator=gen).float()
+        a = torch.empty(world * x.numel())
+        b = torch.empty_like(a)
+        dist.all_gather_into_tensor(a, x)
+        dist.all_gather_into_tensor(b, x, group=gloo)
+        _check(f"all_gather {numel}", a, b)
     lists_a = [torch.empty_like(x) for _ in range(world)]
     lists_b = [torch.empty_like(x) for _ in range(world)]
     dist.all_gather(lists_a, x)

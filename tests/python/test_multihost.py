@@ -127,28 +127,46 @@ def _host(ip):
     return f"[{ip}]" if ":" in ip else ip
 
 
-def _launch(hosts, route, shared, port, extra_env, nprocs=(2, 2)):
+def _host_env(route, i, shared, extra_env):
     ips, devs = route
+    env = dict(os.environ)
+    env.update(extra_env)
+    env.update({
+        "RING_MH_DIR": shared,
+        "RING_MH_IP": ips[i],
+        "GLOO_SOCKET_IFNAME": devs[i],
+        "TORCH_RING_DEBUG": "INFO",
+        "TORCH_RING_DEBUG_FILE": os.path.join(shared, "ring.%r.%p.log"),
+        "PYTHONPATH": REPO + os.pathsep + env.get("PYTHONPATH", ""),
+        "OMP_NUM_THREADS": "1",
+    })
+    return env
+
+
+def _launch(hosts, route, shared, port, extra_env, nprocs=(2, 2), placement=None):
+    """One torchrun agent per host (ranks numbered host by host), or, with `placement` (the
+    ranks of each host), the ranks started directly with those numbers (env://), each host's
+    from one shell inside one IPC namespace."""
+    ips = route[0]
     procs = []
     for i in range(2):
-        env = dict(os.environ)
-        env.update(extra_env)
-        env.update({
-            "RING_MH_DIR": shared,
-            "RING_MH_IP": ips[i],
-            "GLOO_SOCKET_IFNAME": devs[i],
-            "TORCH_RING_DEBUG": "INFO",
-            "TORCH_RING_DEBUG_FILE": os.path.join(shared, "ring.%r.%p.log"),
-            "PYTHONPATH": REPO + os.pathsep + env.get("PYTHONPATH", ""),
-            "OMP_NUM_THREADS": "1",
-        })
-        cmd = ["ip", "netns", "exec", hosts.ns[i], "unshare", "--ipc",
-               sys.executable, "-m", "torch.distributed.run",
-               "--nnodes=2", f"--nproc_per_node={nprocs[i]}", "--rdzv-backend=c10d",
-               f"--rdzv-endpoint={_host(ips[0])}:{port}", f"--rdzv-id=ringmh{port}",
-               # The store's host cannot be told from its address inside a namespace: say so.
-               f"--rdzv-conf=is_host={1 if i == 0 else 0}",
-               f"--local-addr={ips[i]}", "--max-restarts=0", WORKER]
+        env = _host_env(route, i, shared, extra_env)
+        if placement is not None:
+            world = sum(len(p) for p in placement)
+            env.update(WORLD_SIZE=str(world), MASTER_ADDR=ips[0], MASTER_PORT=str(port))
+            starts = " ".join(f"RANK={r} {sys.executable} {WORKER} & p{r}=$!;"
+                              for r in placement[i])
+            waits = " ".join(f"wait $p{r} || rc=1;" for r in placement[i])
+            cmd = ["ip", "netns", "exec", hosts.ns[i], "unshare", "--ipc", "sh", "-c",
+                   f"rc=0; {starts} {waits} exit $rc"]
+        else:
+            cmd = ["ip", "netns", "exec", hosts.ns[i], "unshare", "--ipc",
+                   sys.executable, "-m", "torch.distributed.run",
+                   "--nnodes=2", f"--nproc_per_node={nprocs[i]}", "--rdzv-backend=c10d",
+                   f"--rdzv-endpoint={_host(ips[0])}:{port}", f"--rdzv-id=ringmh{port}",
+                   # The store's host cannot be told from its address inside a namespace.
+                   f"--rdzv-conf=is_host={1 if i == 0 else 0}",
+                   f"--local-addr={ips[i]}", "--max-restarts=0", WORKER]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
     return procs
@@ -169,10 +187,10 @@ def _wait_for_addresses(shared, world, procs):
     pytest.fail(f"the ranks did not publish their ring listeners:\n{out[-6000:]}")
 
 
-def _run_job(hosts, route, tmp_path, extra_env, nprocs=(2, 2)):
+def _run_job(hosts, route, tmp_path, extra_env, nprocs=(2, 2), placement=None):
     shared = str(tmp_path)
     port = _free_port_in(hosts.ns[0])
-    procs = _launch(hosts, route, shared, port, extra_env, nprocs)
+    procs = _launch(hosts, route, shared, port, extra_env, nprocs, placement)
     listeners = _wait_for_addresses(shared, 4, procs)
     # The stranger lives on host B and knocks on the listeners of both hosts.
     stranger = subprocess.run(
@@ -240,6 +258,19 @@ def test_every_collective_on_uneven_hosts(hosts, tmp_path):
     _assert_job_ok(route, *result)
     assert "4 ranks, ring order 0 -> 1 -> ... -> 3 -> 0; 2 host(s)" in result[3], result[3][-8000:]
     assert "2 peer(s) over shared memory, 1 over TCP (transport auto)" in result[3]
+
+
+def test_every_collective_with_the_hosts_ranks_interleaved(hosts, tmp_path):
+    # Ranks 0 and 2 on host A, 1 and 3 on host B (as a scheduler may place them): the flat
+    # ring would cross between the hosts at every hop; the two-level plans group the ranks by
+    # host whatever their numbers (all_reduce's segments, all_gather's and reduce_scatter's
+    # staging order, broadcast's chain in host order), each collective against gloo.
+    route = (hosts.ip, hosts.dev)
+    result = _run_job(hosts, route, tmp_path, {}, placement=([0, 2], [1, 3]))
+    _assert_job_ok(route, *result)
+    assert "4 ranks, ring order 0 -> 1 -> ... -> 3 -> 0; 2 host(s)" in result[3], result[3][-8000:]
+    # Every rank: its host's other rank over shared memory, the other host's two over TCP.
+    assert result[3].count("1 peer(s) over shared memory, 2 over TCP (transport auto)") == 4
 
 
 def test_tcp_only_under_delay_and_loss(hosts, tmp_path):

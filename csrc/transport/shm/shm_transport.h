@@ -28,6 +28,7 @@ class ShmSendLink : public SendLink {
   OutSlot acquire(const WaitContext& ctx) override;
   bool tryAcquire(OutSlot* slot) override;
   void publish() override;
+  uint64_t messagesSent() const override { return sent_; }
 
  private:
   OutSlot slotAt(uint64_t index) const;

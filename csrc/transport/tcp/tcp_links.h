@@ -81,6 +81,7 @@ class TcpSendLink : public SendLink {
   OutSlot acquire(const WaitContext& ctx) override;
   bool tryAcquire(OutSlot* slot) override;
   void publish() override;
+  uint64_t messagesSent() const override { return next_; }
 
   // ---- I/O thread side ----
   const SlotRing& ring() const { return ring_; }

@@ -1,0 +1,47 @@
+// all_gather and reduce_scatter in two levels, on hosts of equal size L (H hosts).
+//
+// Why: a flat ring all_gather makes n-1 steps, and each waits for the slowest link, so with TCP
+// between hosts a small one pays about n-1 network latencies, and every byte of it crosses the
+// network in one flow per host. In two levels the network phase runs among the ranks of one
+// local index j (one per host, ranksOfLocalIndex): H-1 steps (one round with the direct
+// plan), L such groups in parallel, so a host's traffic spreads over L connections and each
+// rank sends only (H-1) parts over the network instead of n-1.
+//
+// all_gather: (1) between hosts, the ranks of local index j all-gather their parts; (2) inside
+// each host, a ring all_gather in which local rank j contributes the H parts it now holds. The
+// H parts of one local index are contiguous in a staging buffer ordered by local index, then
+// host (localMajorPosition), so both phases are plain ring plans over contiguous blocks,
+// whatever the ranks' numbering; a final copy puts the blocks in rank order.
+//
+// reduce_scatter, the mirror image: the input copied into the same order; (1) inside each
+// host, a ring reduce_scatter of blocks of H parts: local rank j gets its host's sum of the
+// parts of local index j; (2) between hosts, a ring reduce_scatter of those among the ranks
+// of local index j: each ends with its own part summed over the group. AVG divides once, in
+// (2). Each element is reduced in the host ring's order, then the hosts' ring's: the same
+// order wherever the call runs, a different one from the flat ring's (so the plan is in the
+// fingerprint, like all_reduce's).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "executor/cpu_executor.h"
+#include "schedule/host_layout.h"
+#include "transport/link.h"
+
+namespace ring {
+
+// input: countPerRank elements of elemSize bytes (may be this rank's block of output); output:
+// size * countPerRank. `directBetween`: phase 1 in one direct round (sliced by the links'
+// capacity) instead of a ring. `staging` is resized to the output's size and reused.
+void hierAllGather(Transport& t, const HostLayout& layout, const void* input, void* output,
+                   int64_t countPerRank, size_t elemSize, int64_t sliceElems, bool directBetween,
+                   std::vector<char>* staging, const Fingerprint& fp, const WaitContext& ctx);
+
+// io.input: size * countPerRank elements (not modified), io.output: countPerRank; io.combine
+// and io.divide as for the ring plans. `staging` is resized to (size + hosts) parts and reused.
+void hierReduceScatter(Transport& t, const HostLayout& layout, int64_t countPerRank,
+                       int64_t sliceElems, const PlanBuffers& io, std::vector<char>* staging,
+                       const Fingerprint& fp, const WaitContext& ctx);
+
+}  // namespace ring
