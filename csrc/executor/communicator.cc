@@ -107,7 +107,9 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   layout_ = layoutFromGroups(shmDomainOf);
   hostRing_ = hostMajorRing(layout_);
   hostRingPos_.resize(static_cast<size_t>(size));
-  for (int i = 0; i < size; ++i) hostRingPos_[static_cast<size_t>(hostRing_[static_cast<size_t>(i)])] = i;
+  for (int i = 0; i < size; ++i) {
+    hostRingPos_[static_cast<size_t>(hostRing_[static_cast<size_t>(i)])] = i;
+  }
   agreeOnPlans(store, rank, size, settingsLine(plans_), opts.timeout);
   // After connect: an all-TCP group may have chosen larger slots; the plans slice by them.
   slotBytes_ = g.slotBytes;
