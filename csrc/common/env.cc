@@ -85,6 +85,7 @@ const EnvKnobs& env() {
     k.spinMicros = static_cast<int>(readInt("TORCH_RING_SPIN_US", -1, 0, 10000000));
     k.inlineBytes = readInt("TORCH_RING_INLINE_BYTES", 4 * 1024 * 1024, 0, int64_t{1} << 40);
     k.directBytes = readInt("TORCH_RING_DIRECT_BYTES", 64 * 1024, 0, int64_t{1} << 40);
+    k.mailboxBytes = readInt("TORCH_RING_LL_BYTES", 64 * 1024, 0, 16 * 1024 * 1024);
     k.algo = readAlgo();
     k.rdBytes = readInt("TORCH_RING_RD_BYTES", 256 * 1024, 0, int64_t{1} << 40);
     k.debugLevel = readLevel();

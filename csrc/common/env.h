@@ -30,6 +30,11 @@ struct EnvKnobs {
   // message, once to each of the n-1 others) is at most this many bytes and the message fits
   // one slot. Every rank must set the same value.
   int64_t directBytes;
+  // TORCH_RING_LL_BYTES (default 64 KiB, at most 16 MiB; 0: never): in a group whose ranks all
+  // share memory, a direct round's messages of at most this many bytes, and every barrier, go
+  // through each rank's mailbox, flagged cache line by cache line (transport/link.h, Mailbox),
+  // instead of through the FIFOs. Every rank must set the same value (checked at set-up).
+  int64_t mailboxBytes;
   // TORCH_RING_ALGO = auto | ring | hier_ring | hier_rd | hier_direct, any case (default
   // auto): the plan of an all_reduce in a group that spans hosts (executor/plan_choice.h).
   // ring: the flat ring over every rank; hier_*: two levels (executor/hier_all_reduce.h) with

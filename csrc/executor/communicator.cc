@@ -14,6 +14,7 @@
 #include "executor/direct_collectives.h"
 #include "executor/hier_all_reduce.h"
 #include "executor/hier_gather_scatter.h"
+#include "executor/mailbox_collectives.h"
 #include "reduce/reduce_table.h"
 #include "schedule/ring_plan.h"
 #include "transport/host_identity.h"
@@ -87,6 +88,7 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   g.nranks = size;
   g.slotBytes = opts.slotBytes > 0 ? opts.slotBytes : env().slotBytes;
   g.slots = opts.slots > 0 ? opts.slots : env().slots;
+  g.mailboxBytes = opts.mailboxBytes >= 0 ? opts.mailboxBytes : env().mailboxBytes;
   // A step that receives and sends holds its received slot until its own message is out, so
   // one slot per FIFO deadlocks a ring (tests/cpp/test_plans.cc shows it); two always suffice.
   RING_USAGE_CHECK(g.slots >= 2, "ring: a FIFO needs at least 2 slots, got ", g.slots);
@@ -152,7 +154,13 @@ WaitContext Communicator::waitContext(const Fingerprint& fp, const CallInfo& c) 
     return strCat(describe(fp), " on rank ", rank_, " of ", size_, " in group '", groupName_, "'");
   };
   Transport* t = transport_.get();
-  ctx.checkHealth = [t](int peer) { t->checkHealth(peer); };
+  // A rank that waits here on a peer that has gone on into a mailbox round (it ran this call
+  // otherwise) would wait for a message that never comes, and so would the peer: the peer's
+  // posted head tells (Mailbox::checkNotPostedElse), and both ranks fail naming both calls.
+  ctx.checkHealth = [t, &fp](int peer) {
+    t->checkHealth(peer);
+    if (Mailbox* box = t->mailbox()) box->checkNotPostedElse(peer, fp);
+  };
   return ctx;
 }
 
@@ -423,6 +431,12 @@ void Communicator::barrier(const CallInfo& c) {
   Fingerprint fp = makeFingerprint(Collective::Barrier, c.seq, 0, DType::UInt8, RedOp::Sum, -1);
   guarded(fp, c, [&](const WaitContext& ctx) {
     if (size_ == 1) return;
+    // Where there are mailboxes: one round of empty messages, every rank waiting for each
+    // other rank's post once.
+    if (Mailbox* box = transport_->mailbox()) {
+      mailboxBarrier(*box, rank_, size_, fp, ctx);
+      return;
+    }
     auto steps = planAllReduce(size_, rank_, 0, 1);
     char dummy = 0;
     runRingPlan(*transport_, steps, buffers(&dummy, &dummy, DType::UInt8, RedOp::Sum, size_), fp,

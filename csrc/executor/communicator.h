@@ -39,6 +39,9 @@ struct CommOptions {
   // Largest message of a direct collective (executor/direct_collectives.h); -1:
   // TORCH_RING_DIRECT_BYTES, 0: never.
   int64_t directBytes = -1;
+  // Largest message of a mailbox round (transport/link.h, Mailbox); -1: TORCH_RING_LL_BYTES,
+  // 0: never.
+  int64_t mailboxBytes = -1;
   // The collectives' plans between hosts (executor/plan_choice.h); empty: TORCH_RING_ALGO.
   std::string algo;
   // auto's recursive-doubling limit in bytes; -1: TORCH_RING_RD_BYTES.

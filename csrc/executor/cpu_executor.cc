@@ -7,11 +7,7 @@
 namespace ring {
 
 void fillHeader(MessageHeader* h, int myRank, int64_t step, int64_t bytes, const Fingerprint& fp) {
-  h->magic = kMessageMagic;
-  h->sender = myRank;
-  h->step = step;
-  h->payloadBytes = bytes;
-  h->fingerprint = fp;
+  *h = makeHeader(myRank, step, bytes, fp);
 }
 
 // Each step touches each byte at most twice after it arrives: slot -> (reduce with local) ->

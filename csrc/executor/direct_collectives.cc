@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/errors.h"
+#include "executor/mailbox_collectives.h"
 
 namespace ring {
 
@@ -38,8 +39,30 @@ InSlot receiveFrom(Transport& t, int peer, int64_t bytes, int64_t step, const Fi
 
 }  // namespace
 
+void combineInPositionOrder(char* at, const void** part, int n, int pos, int64_t elems,
+                            const PlanBuffers& io, std::vector<char>* own) {
+  const size_t bytes = static_cast<size_t>(elems) * io.elemSize;
+  // The sum builds up in `at`, which holds this rank's own contribution. Positions 0 and 1
+  // read theirs in the first combine (element by element, before it is overwritten); a
+  // later one needs its own contribution after the first combine, so it keeps a copy.
+  if (pos >= 2) {
+    own->assign(at, at + bytes);
+    part[static_cast<size_t>(pos)] = own->data();
+  } else {
+    part[static_cast<size_t>(pos)] = at;
+  }
+  io.combine(at, part[0], part[1], elems);
+  for (int r = 2; r < n; ++r) io.combine(at, at, part[static_cast<size_t>(r)], elems);
+  if (io.divide) io.divide(at, io.divisor, elems);
+}
+
 void directAllReduce(Transport& t, void* data, int64_t count, const PlanBuffers& io,
                      const Fingerprint& fp, const WaitContext& ctx) {
+  Mailbox* box = t.mailbox();
+  if (box != nullptr && count * static_cast<int64_t>(io.elemSize) <= box->capacity()) {
+    mailboxAllReduce(*box, t.rank(), t.size(), static_cast<char*>(data), count, io, fp, ctx);
+    return;
+  }
   directAllReduceAmong(t, DirectMembers{nullptr, t.size(), t.rank()}, static_cast<char*>(data),
                        count, io, fp, ctx);
 }
@@ -78,18 +101,7 @@ void directAllReduceAmong(Transport& t, const DirectMembers& m, char* data, int6
       const int peer = (m.pos - k + n) % n;
       part[static_cast<size_t>(peer)] = receiveFrom(t, m.rankAt(peer), bytes, slice, fp, ctx).payload;
     }
-    // The sum builds up in `at`, which holds this rank's own contribution. Positions 0 and 1
-    // read theirs in the first combine (element by element, before it is overwritten); a
-    // later one needs its own contribution after the first combine, so it keeps a copy.
-    if (m.pos >= 2) {
-      own.assign(at, at + bytes);
-      part[static_cast<size_t>(m.pos)] = own.data();
-    } else {
-      part[static_cast<size_t>(m.pos)] = at;
-    }
-    io.combine(at, part[0], part[1], elems);
-    for (int r = 2; r < n; ++r) io.combine(at, at, part[static_cast<size_t>(r)], elems);
-    if (io.divide) io.divide(at, io.divisor, elems);
+    combineInPositionOrder(at, part, n, m.pos, elems, io, &own);
     for (int k = 1; k < n; ++k) {
       t.recvLink(Channel::Collective, m.rankAt((m.pos - k + n) % n)).release();
     }
@@ -100,6 +112,11 @@ void directAllReduceAmong(Transport& t, const DirectMembers& m, char* data, int6
 
 void directAllGather(Transport& t, const void* input, void* output, int64_t countPerRank,
                      size_t elemSize, const Fingerprint& fp, const WaitContext& ctx) {
+  Mailbox* box = t.mailbox();
+  if (box != nullptr && countPerRank * static_cast<int64_t>(elemSize) <= box->capacity()) {
+    mailboxAllGather(*box, t.rank(), t.size(), input, output, countPerRank, elemSize, fp, ctx);
+    return;
+  }
   directAllGatherAmong(t, DirectMembers{nullptr, t.size(), t.rank()}, input, output,
                        countPerRank, elemSize, fp, ctx);
 }

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "executor/cpu_executor.h"
 #include "transport/link.h"
@@ -28,7 +29,8 @@
 namespace ring {
 
 // In place on `data` (count elements of io.elemSize bytes; io.input and io.output are
-// ignored): data = x_0 op x_1 op ... op x_{n-1}, then io.divide (AVG) if set.
+// ignored): data = x_0 op x_1 op ... op x_{n-1}, then io.divide (AVG) if set. Through the
+// transport's mailbox (executor/mailbox_collectives.h) where it has one the message fits.
 void directAllReduce(Transport& t, void* data, int64_t count, const PlanBuffers& io,
                      const Fingerprint& fp, const WaitContext& ctx);
 
@@ -46,8 +48,14 @@ struct DirectMembers {
 void directAllReduceAmong(Transport& t, const DirectMembers& m, char* data, int64_t count,
                           const PlanBuffers& io, const Fingerprint& fp, const WaitContext& ctx);
 
+// at = part[0] op part[1] op ... op part[n-1] (elems elements), then io.divide; `at` holds
+// position `pos`'s own contribution (part[pos] is set here: `at`, or a copy kept in `own`).
+// Every rank combines in this one order, so every rank computes the same bits.
+void combineInPositionOrder(char* at, const void** part, int n, int pos, int64_t elems,
+                            const PlanBuffers& io, std::vector<char>* own);
+
 // output block r (countPerRank elements) = rank r's input; input may be this rank's block of
-// output.
+// output. Through the mailbox as directAllReduce.
 void directAllGather(Transport& t, const void* input, void* output, int64_t countPerRank,
                      size_t elemSize, const Fingerprint& fp, const WaitContext& ctx);
 

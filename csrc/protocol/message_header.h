@@ -78,6 +78,17 @@ static_assert(sizeof(MessageHeader) == 64, "one cache line per header");
 static_assert(std::is_trivially_copyable<MessageHeader>::value,
               "headers are copied between processes as bytes");
 
+// The header of message `step` (payload `bytes`) of the collective `fp`, sent by `sender`.
+inline MessageHeader makeHeader(int sender, int64_t step, int64_t bytes, const Fingerprint& fp) {
+  MessageHeader h{};
+  h.magic = kMessageMagic;
+  h.sender = sender;
+  h.step = step;
+  h.payloadBytes = bytes;
+  h.fingerprint = fp;
+  return h;
+}
+
 // The receiver's check of a header against its own collective: the right magic, the same
 // fingerprint, the expected sender, message index and size. On any difference throws CommError
 // naming both sides (the CPU executor, the p2p engine, and the words for a CUDA kernel's

@@ -63,6 +63,42 @@ class RecvLink {
   virtual void release() = 0;
 };
 
+// One round of small messages among ranks that all share memory: every rank posts one message
+// into a buffer of its own mailbox, and every peer reads it from there.
+//
+// Why: a small message through a FIFO makes a chain of dependent cache-line transfers between
+// cores (the slot's credit, the payload, the `published` counter beside it, the receiver's
+// release; measured in docs/latency_cpu.md), and on a 2-core machine each transfer can cost as
+// much as the copy. A mailbox message carries its flag in its own head line, published after
+// the payload (a message of up to 8 bytes lies in that line too), and needs no credit handed
+// back: each rank alternates between two buffers, and writes one again only two rounds later,
+// when every peer has provably finished reading it (to finish the round in between, the writer
+// read every peer's next message, which each peer posted after reading everything of the round
+// before). So a peer's message can be read where it lies, without a copy.
+//
+// So every rank must take part in every round, posting once and then receiving from every
+// peer, in the same order of rounds; a message is tagged with its round's number and carries
+// its collective's fingerprint, and a reader checks both.
+class Mailbox {
+ public:
+  virtual ~Mailbox() = default;
+  // Largest message of a round, in bytes.
+  virtual int64_t capacity() const = 0;
+  // Posts this rank's message of the next round: `bytes` (<= capacity) from `data`, for the
+  // collective `fp`. Never waits.
+  virtual void post(const void* data, int64_t bytes, const Fingerprint& fp) = 0;
+  // Waits (bounded by ctx) for `peer`'s message of the round this rank posted last, checks
+  // that it is `bytes` for the collective `fp` (CommError naming both calls if not), and
+  // returns where its bytes lie: readable until this rank posts its next round.
+  virtual const void* receive(int peer, int64_t bytes, const Fingerprint& fp,
+                              const WaitContext& ctx) = 0;
+  // For a rank that waits on `peer` on another path (a FIFO) while running `fp`, between its
+  // sleeps: throws CommError naming both calls once `peer` has been seen twice in a mailbox
+  // round this rank has not reached, with nothing else changed: it has gone on without doing
+  // what this rank waits for, and waits in that round for a post that does not come.
+  virtual void checkNotPostedElse(int peer, const Fingerprint& fp) const = 0;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -84,6 +120,10 @@ class Transport {
   // Whether every link of this rank is in shared memory: no thread of the transport moves the
   // data, so a waiter that spins takes CPU time only from the ranks themselves.
   virtual bool onlySharedMemory() const { return false; }
+
+  // The mailbox rounds of small messages (Mailbox), where every rank of the group shares memory
+  // and they are enabled (TORCH_RING_LL_BYTES); null otherwise.
+  virtual Mailbox* mailbox() { return nullptr; }
 
   // Issue announcements: each rank counts the collectives it has issued on the group, so that
   // a rank can tell that every peer has issued one (then it may run it on the caller's thread:

@@ -96,6 +96,8 @@ std::unique_ptr<Transport> connectGroup(Store& store, int rank, int size,
   if (c.shmRanks.size() > 1 || c.tcpRanks.empty()) {
     ShmGeometry g = *geometry;
     g.nranks = static_cast<int>(c.shmRanks.size());
+    // Mailbox rounds need every rank of the group in shared memory.
+    if (!c.tcpRanks.empty()) g.mailboxBytes = 0;
     shm = std::make_unique<ShmTransport>(store, rank, size, c.shmRanks, g, opts.timeout);
   }
   if (!c.tcpRanks.empty()) {

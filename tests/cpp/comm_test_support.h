@@ -21,8 +21,8 @@ namespace testing_support {
 using namespace std::chrono_literals;
 
 // 256-byte slots: a 20000-element float all-reduce on 7 ranks takes ~45 pipeline loops. Every
-// collective goes around the ring (whatever TORCH_RING_DIRECT_BYTES says) unless a test sets
-// directBytes.
+// collective goes around the ring (whatever TORCH_RING_DIRECT_BYTES and TORCH_RING_LL_BYTES
+// say) unless a test sets directBytes or mailboxBytes.
 inline CommOptions smallSlotOptions() {
   CommOptions o;
   o.timeout = std::chrono::seconds(10);
@@ -30,6 +30,7 @@ inline CommOptions smallSlotOptions() {
   o.slotBytes = 256;
   o.slots = 4;
   o.directBytes = 0;
+  o.mailboxBytes = 0;
   return o;
 }
 
@@ -43,6 +44,17 @@ inline std::vector<RankOutcome> runGroup(int n, const std::function<void(Communi
   MemoryStore store;
   return runRanks(n, [&](int rank) {
     Communicator comm(store, rank, n, opts);
+    body(comm);
+  });
+}
+
+// The same with each rank its own options (a rank whose environment differs from the
+// others').
+inline std::vector<RankOutcome> runGroupEach(int n, const std::vector<CommOptions>& opts,
+                                             const std::function<void(Communicator&)>& body) {
+  MemoryStore store;
+  return runRanks(n, [&](int rank) {
+    Communicator comm(store, rank, n, opts[static_cast<size_t>(rank)]);
     body(comm);
   });
 }

@@ -24,16 +24,23 @@ using namespace testing_support;
 
 const std::vector<int> kWorlds = {1, 2, 3, 4, 7};
 
+// How small messages move in a test of CommunicatorInWorld.
+enum class SmallPath { Ring, DirectFifo, Mailbox };
+
 // The collectives' tests run once per world size and way of moving small messages, each its
 // own test: "world3_ring" never goes direct, "world3_direct" sends every message of at most
-// one slot (256 bytes here) directly to the n-1 others (executor/direct_collectives.h), so
-// that the small counts take that path and the larger ones the ring, in one sequence of calls.
-class CommunicatorInWorld : public ::testing::TestWithParam<std::tuple<int, bool>> {
+// one slot (256 bytes here) directly to the n-1 others through the FIFOs
+// (executor/direct_collectives.h), "world3_mailbox" the same messages, and every barrier, in
+// mailbox rounds (executor/mailbox_collectives.h); so the small counts take that path and the
+// larger ones the ring, in one sequence of calls.
+class CommunicatorInWorld : public ::testing::TestWithParam<std::tuple<int, SmallPath>> {
  protected:
   int world() const { return std::get<0>(GetParam()); }
   std::vector<RankOutcome> group(int n, const std::function<void(Communicator&)>& body) const {
     CommOptions o = smallSlotOptions();
-    o.directBytes = std::get<1>(GetParam()) ? o.slotBytes * (n - 1) : 0;
+    const SmallPath path = std::get<1>(GetParam());
+    o.directBytes = path == SmallPath::Ring ? 0 : o.slotBytes * (n - 1);
+    o.mailboxBytes = path == SmallPath::Mailbox ? o.slotBytes : 0;
     return runGroup(n, body, o);
   }
 };
@@ -294,10 +301,15 @@ TEST_P(CommunicatorInWorld, BarrierHoldsEveryRankUntilAllArrive) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Worlds, CommunicatorInWorld, ::testing::Combine(::testing::ValuesIn(kWorlds), ::testing::Bool()),
-    [](const ::testing::TestParamInfo<std::tuple<int, bool>>& info) {
+    Worlds, CommunicatorInWorld,
+    ::testing::Combine(::testing::ValuesIn(kWorlds),
+                       ::testing::Values(SmallPath::Ring, SmallPath::DirectFifo,
+                                         SmallPath::Mailbox)),
+    [](const ::testing::TestParamInfo<std::tuple<int, SmallPath>>& info) {
+      const SmallPath path = std::get<1>(info.param);
       return "world" + std::to_string(std::get<0>(info.param)) +
-             (std::get<1>(info.param) ? "_direct" : "_ring");
+             (path == SmallPath::Ring ? "_ring" : path == SmallPath::DirectFifo ? "_direct"
+                                                                                : "_mailbox");
     });
 
 // ---- FIFO depth ------------------------------------------------------------------------------

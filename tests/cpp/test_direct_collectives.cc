@@ -17,20 +17,12 @@ namespace {
 
 using namespace testing_support;
 
-CommOptions directOptions(int64_t directBytes) {
+// mailboxBytes 0: the direct round through the FIFOs; 256 (the slot): in mailbox rounds.
+CommOptions directOptions(int64_t directBytes, int64_t mailboxBytes = 0) {
   CommOptions o = smallSlotOptions();
   o.directBytes = directBytes;
+  o.mailboxBytes = mailboxBytes;
   return o;
-}
-
-// Each rank its own options (a rank whose environment differs from the others').
-std::vector<RankOutcome> runGroupEach(int n, const std::vector<CommOptions>& opts,
-                                      const std::function<void(Communicator&)>& body) {
-  MemoryStore store;
-  return runRanks(n, [&](int rank) {
-    Communicator comm(store, rank, n, opts[static_cast<size_t>(rank)]);
-    body(comm);
-  });
 }
 
 // Contributions whose float sum depends on the order: large values of opposite signs and
@@ -44,6 +36,7 @@ float contribution(int r, int64_t i) {
 // Same bits on every rank, and those bits are the sum in rank order (x0 + x1) + x2 + ...:
 // the order every rank follows (direct_collectives.h), computed here in plain float.
 TEST(DirectAllReduce, FloatSumsFollowRankOrderAndAgreeBitwise) {
+  for (int64_t mailboxBytes : {0, 256})
   for (int n : {2, 3, 4, 5, 7}) {
     const int64_t count = 60;  // 240 bytes: one slot
     std::vector<std::vector<float>> result(static_cast<size_t>(n));
@@ -55,7 +48,7 @@ TEST(DirectAllReduce, FloatSumsFollowRankOrderAndAgreeBitwise) {
           comm.allReduce(data.data(), count, DType::Float32, RedOp::Sum, 1.0, call(0));
           result[static_cast<size_t>(comm.rank())] = data;
         },
-        directOptions(256 * (n - 1)));
+        directOptions(256 * (n - 1), mailboxBytes));
     for (int r = 0; r < n; ++r) ASSERT_TRUE(outcomes[r].ok()) << outcomes[r].message();
     int orderMatters = 0;
     for (int64_t i = 0; i < count; ++i) {
@@ -67,7 +60,8 @@ TEST(DirectAllReduce, FloatSumsFollowRankOrderAndAgreeBitwise) {
       orderMatters += inOrder != rotated;
       for (int r = 0; r < n; ++r) {
         EXPECT_EQ(std::memcmp(&result[r][i], &inOrder, sizeof(float)), 0)
-            << "n=" << n << " rank " << r << " element " << i << ": " << result[r][i]
+            << "n=" << n << " mailbox " << mailboxBytes << " rank " << r << " element " << i
+            << ": " << result[r][i]
             << " instead of " << inOrder;
       }
     }
@@ -98,11 +92,16 @@ TEST(DirectThreshold, AMessageOfExactlyTheLimitGoesDirect) {
 // Ranks configured differently (TORCH_RING_DIRECT_BYTES set on some ranks only): every rank
 // fails with a mismatch that names the direct path, well within the timeout, for every split
 // of direct and ring ranks in worlds of 2 to 4.
+// The direct ranks in mailbox rounds too (the ring ranks wait on FIFOs that the direct ones
+// never fill, and the direct ones on mailboxes that the ring ones never post to).
 TEST(DirectThreshold, RanksConfiguredDifferentlyFailWithAMismatchNotAHang) {
+  for (int64_t mailboxBytes : {0, 256})
   for (int n : {2, 3, 4}) {
     for (int directMask = 1; directMask < (1 << n) - 1; ++directMask) {
       std::vector<CommOptions> opts;
-      for (int r = 0; r < n; ++r) opts.push_back(directOptions((directMask >> r) & 1 ? 1024 : 0));
+      for (int r = 0; r < n; ++r) {
+        opts.push_back(directOptions((directMask >> r) & 1 ? 1024 : 0, mailboxBytes));
+      }
       const auto start = Clock::now();
       auto outcomes = runGroupEach(n, opts, [&](Communicator& comm) {
         std::vector<float> data(8, 1.0f);
@@ -110,7 +109,8 @@ TEST(DirectThreshold, RanksConfiguredDifferentlyFailWithAMismatchNotAHang) {
                        call(0, std::chrono::seconds(8)));
       });
       EXPECT_LT(Clock::now() - start, std::chrono::seconds(6))
-          << "n=" << n << " mask " << directMask << ": ended by the timeout";
+          << "n=" << n << " mask " << directMask << " mailbox " << mailboxBytes
+          << ": ended by the timeout";
       bool named = false;
       for (int r = 0; r < n; ++r) {
         EXPECT_TRUE(threw<CommError>(outcomes[r]))

@@ -87,8 +87,8 @@ def _measure_sizes(groups, plan, probes):
         for call in calls.values():
             for _ in range(plan["settle"]):
                 call()
-        dist.barrier()
         before = cpu_probe_ms()
+        dist.barrier()  # after the probe, which the ranks finish apart
         times = {name: [] for name in groups}
         for start in range(0, plan["calls"], BLOCK_CALLS):
             n = min(BLOCK_CALLS, plan["calls"] - start)
@@ -123,9 +123,12 @@ def ring_job_rank(plan):
     dist.init_process_group("ring", timeout=datetime.timedelta(minutes=5))
     try:
         t = torch.ones(COLD_BYTES // 4)
+        # The probe before the warm-up calls, not between them and the cold phase: the ranks
+        # finish it apart (their cores' speeds differ), and the first timed call would wait out
+        # that difference, up to 0.7 ms, which is the probe's and not the backend's.
+        probes = [cpu_probe_ms()]
         for _ in range(COLD_WARMUP):
             dist.all_reduce(t)
-        probes = [cpu_probe_ms()]
         cold = _per_call_us(lambda: dist.all_reduce(t), COLD_CALLS)
         probes[0] = (probes[0] + cpu_probe_ms()) / 2
         groups = {"ring": None}

@@ -15,9 +15,11 @@ def main(plan_path, result_path):
     with open(plan_path) as f:
         plan = json.load(f)
     t = np.ones(COLD_BYTES // 4, dtype=np.float32)
+    # Before the warm-up calls, as latency.py does for ring (so the ranks start the cold phase
+    # together).
+    before = cpu_probe_ms()
     for _ in range(COLD_WARMUP):
         comm.Allreduce(MPI.IN_PLACE, t)
-    before = cpu_probe_ms()
     result = {"cold": _per_call_us(lambda: comm.Allreduce(MPI.IN_PLACE, t), COLD_CALLS),
               "steady": {}, "probe_ms": {}}
     # The slowest rank's core speed around each phase, as latency.py measures ring's.
@@ -26,8 +28,8 @@ def main(plan_path, result_path):
         x = np.ones(max(1, nbytes // 4), dtype=np.float32)
         for _ in range(plan["settle"]):
             comm.Allreduce(MPI.IN_PLACE, x)
-        comm.Barrier()
         before = cpu_probe_ms()
+        comm.Barrier()  # after the probe, which the ranks finish apart
         result["steady"][str(nbytes)] = _per_call_us(lambda: comm.Allreduce(MPI.IN_PLACE, x),
                                                      plan["calls"])
         result["probe_ms"][str(nbytes)] = comm.allreduce((before + cpu_probe_ms()) / 2, op=MPI.MAX)

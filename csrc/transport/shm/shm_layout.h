@@ -11,7 +11,7 @@
 namespace ring {
 
 constexpr uint64_t kSegmentMagic = 0x746f7263685f7267ull;  // "torch_rg"
-constexpr uint32_t kLayoutVersion = 4;  // 3: SegmentHeader::issued; 4: issue times
+constexpr uint32_t kLayoutVersion = 5;  // 3: SegmentHeader::issued; 4: issue times; 5: mailboxes
 // How many of the owner's latest collectives keep their issue time (SegmentHeader::issueTimes).
 constexpr int kIssueHistory = 64;
 constexpr size_t kReasonBytes = 1024;
@@ -36,6 +36,8 @@ struct SegmentHeader {
   int32_t ownerPid;
   int64_t slotBytes;
   int32_t slots;
+  // ShmGeometry::mailboxBytes (TORCH_RING_LL_BYTES): every rank must have the same.
+  int64_t mailboxBytes;
   // 1 once the owner has shut the group down in order (its transport's destructor, not an
   // abort): its process may exit without that being a failure, and a wait for data it never
   // sent fails with that reason. Release-stored after the owner's last publish.
@@ -69,10 +71,31 @@ struct FifoControl {
   std::atomic<uint32_t> senderSleepers;                // senders asleep on `consumed`
 };
 
+// The head of one mailbox buffer (transport/link.h, Mailbox; shm/shm_mailbox.h): seven words of
+// the message's header (and, for a message of at most 8 bytes, the message itself) and, last,
+// the tag: 1 + the sequence number of the collective whose round wrote it, published after
+// everything else of the message. Words, not bytes: a peer may read them while the owner
+// writes the buffer's next round (and then drops what it read), so every access is atomic
+// (plain moves on x86-64).
+struct alignas(64) MailboxHead {
+  static constexpr int kWords = 7;
+  std::atomic<uint64_t> word[kWords];
+  std::atomic<uint64_t> tag;
+};
+static_assert(sizeof(MailboxHead) == 64, "a mailbox head is one cache line");
+
+// The start of a rank's mailbox region; its two buffers follow.
+struct MailboxControl {
+  // Readers asleep on one of this mailbox's tags (the owner wakes them when it posts).
+  alignas(64) std::atomic<uint32_t> sleepers;
+};
+
 struct ShmGeometry {
   int nranks;
   int64_t slotBytes;
   int slots;
+  // Largest message of a mailbox round (TORCH_RING_LL_BYTES); 0: no mailbox.
+  int64_t mailboxBytes = 0;
 
   static constexpr size_t kHeaderBytes = 4096;
   size_t slotStride() const { return sizeof(MessageHeader) + static_cast<size_t>(slotBytes); }
@@ -80,9 +103,18 @@ struct ShmGeometry {
     size_t raw = sizeof(FifoControl) + static_cast<size_t>(slots) * slotStride();
     return (raw + 4095) / 4096 * 4096;
   }
-  size_t segmentBytes() const {
+  // A mailbox buffer: its head, then room for the message, whole cache lines.
+  size_t mailboxBufferBytes() const {
+    return sizeof(MailboxHead) + (static_cast<size_t>(mailboxBytes) + 63) / 64 * 64;
+  }
+  size_t mailboxRegionBytes() const {
+    if (mailboxBytes <= 0) return 0;
+    return sizeof(MailboxControl) + 2 * mailboxBufferBytes();
+  }
+  size_t mailboxOffset() const {
     return kHeaderBytes + static_cast<size_t>(kChannelsInLayout) * nranks * fifoBytes();
   }
+  size_t segmentBytes() const { return mailboxOffset() + mailboxRegionBytes(); }
   size_t fifoOffset(int channel, int sender) const {
     return kHeaderBytes + (static_cast<size_t>(channel) * nranks + sender) * fifoBytes();
   }

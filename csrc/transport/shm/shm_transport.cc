@@ -166,25 +166,42 @@ ShmTransport::ShmTransport(Store& store, int rank, int nranks, std::vector<int> 
   }
   own->slotBytes = geometry_.slotBytes;
   own->slots = geometry_.slots;
+  own->mailboxBytes = geometry_.mailboxBytes;
   own->closedInOrder.store(0, std::memory_order_relaxed);
   own->issued.store(0, std::memory_order_relaxed);
   own->control.brokenState.store(0, std::memory_order_relaxed);
   own->control.brokenBy = -1;
 
-  store.set(inboxKey(rank), segments_[me].name());
+  // The inbox's name, then the settings that size it: a rank whose settings differ fails here
+  // naming both, on every rank (opening the inbox would fail on its size, on one rank only:
+  // the other may find it already gone).
+  const std::string settings = strCat("slot_bytes=", geometry_.slotBytes, " slots=",
+                                      geometry_.slots, " ll_bytes=", geometry_.mailboxBytes);
+  store.set(inboxKey(rank), strCat(segments_[me].name(), " ", settings));
   for (int i = 0; i < nlocal; ++i) {
     if (i == me) continue;
     const int r = local_[i];
-    std::string name = store.get(inboxKey(r), timeout);
-    segments_[i] = ShmSegment::open(name, bytes);
+    const std::string value = store.get(inboxKey(r), timeout);
+    const size_t space = value.find(' ');
+    const std::string theirs = space == std::string::npos ? "" : value.substr(space + 1);
+    if (theirs != settings) {
+      throw CommError(strCat("ring: rank ", rank, " has shared-memory settings '", settings,
+                             "' but rank ", r, " has '", theirs, "': every rank must set "
+                             "TORCH_RING_SLOT_BYTES, TORCH_RING_SLOTS and TORCH_RING_LL_BYTES "
+                             "alike"));
+    }
+    segments_[i] = ShmSegment::open(value.substr(0, space), bytes);
     const SegmentHeader* h = header(i);
     if (h->magic != kSegmentMagic || h->version != kLayoutVersion || h->nranks != nlocal ||
-        h->owner != r || h->slotBytes != geometry_.slotBytes || h->slots != geometry_.slots) {
+        h->owner != r || h->slotBytes != geometry_.slotBytes || h->slots != geometry_.slots ||
+        h->mailboxBytes != geometry_.mailboxBytes) {
       throw CommError(strCat("rank ", rank, ": the shared-memory inbox of rank ", r,
                              " does not match this rank's layout (version ", h->version,
                              " vs ", kLayoutVersion, ", local ranks ", h->nranks, " vs ", nlocal,
                              ", slot bytes ", h->slotBytes, " vs ", geometry_.slotBytes,
                              ", slots ", h->slots, " vs ", geometry_.slots,
+                             ", mailbox bytes (TORCH_RING_LL_BYTES) ", h->mailboxBytes, " vs ",
+                             geometry_.mailboxBytes,
                              "): ranks must run the same version with the same TORCH_RING_* "
                              "settings"));
     }
@@ -210,6 +227,14 @@ ShmTransport::ShmTransport(Store& store, int rank, int nranks, std::vector<int> 
       recv_[ch * nranks + peer] = std::make_unique<ShmRecvLink>(
           this, reinterpret_cast<FifoControl*>(in), in + sizeof(FifoControl), geometry_, peer);
     }
+  }
+  if (geometry_.mailboxBytes > 0 && onlySharedMemory()) {
+    std::vector<char*> regions;
+    for (int i = 0; i < nlocal; ++i) {
+      regions.push_back(static_cast<char*>(segments_[i].data()) + geometry_.mailboxOffset());
+    }
+    mailbox_ = std::make_unique<ShmMailbox>(this, rank, nranks, local_, std::move(regions),
+                                            geometry_);
   }
 }
 

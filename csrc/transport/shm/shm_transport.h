@@ -13,6 +13,7 @@
 #include "transport/link.h"
 #include "transport/store.h"
 #include "transport/shm/shm_layout.h"
+#include "transport/shm/shm_mailbox.h"
 #include "transport/shm/shm_segment.h"
 
 namespace ring {
@@ -87,6 +88,8 @@ class ShmTransport : public Transport {
   void abortLocal(const std::string& reason) override;
   std::string describeLink(int peer) const override;
   bool onlySharedMemory() const override { return static_cast<int>(local_.size()) == nranks_; }
+  // Only where every rank of the group is on this host (a round needs every rank).
+  Mailbox* mailbox() override { return mailbox_.get(); }
   // Announcements live in each rank's segment header; every rank of the group must be here.
   bool announces() const override { return onlySharedMemory(); }
   void announceIssued(uint64_t count) override;
@@ -112,6 +115,7 @@ class ShmTransport : public Transport {
   std::vector<ShmSegment> segments_;  // [i] = inbox of local_[i] (own one created, others opened)
   std::vector<std::unique_ptr<ShmSendLink>> send_;  // [channel * n + peer]
   std::vector<std::unique_ptr<ShmRecvLink>> recv_;  // [channel * n + peer]
+  std::unique_ptr<ShmMailbox> mailbox_;
   std::atomic<bool> aborted_{false};
   std::mutex abortMutex_;
   std::string abortReason_;  // guarded by abortMutex_
