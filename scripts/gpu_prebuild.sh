@@ -18,11 +18,15 @@ ARCH=${GPU_ARCH:-9.0}
 VENV=${GPU_PREBUILD_VENV:-${TORCH_RING_VENVS:-$HOME/.cache/torch_ring_backend/venvs}/torch-$TORCH_VERSION-py$PYTHON_VERSION}
 BUILD=build/gpu-prebuild/cmake-py$PYTHON_VERSION-torch$TORCH_VERSION
 
+# pyenv's own interpreter first: its shim for python3.12 exists whether or not 3.12 is among the
+# active versions, and then it only prints "command not found". Each candidate must run.
 find_python() {
-  command -v "python$PYTHON_VERSION" && return
-  local root
-  root=$(pyenv root 2>/dev/null) || return 1
-  ls "$root"/versions/"$PYTHON_VERSION".*/bin/"python$PYTHON_VERSION" 2>/dev/null | tail -1
+  local cand
+  for cand in $(ls "$(pyenv root 2>/dev/null)"/versions/"$PYTHON_VERSION".*/bin/"python$PYTHON_VERSION" \
+                  2>/dev/null | sort -r) $(command -v "python$PYTHON_VERSION"); do
+    "$cand" -c "import sys" >/dev/null 2>&1 && { echo "$cand"; return 0; }
+  done
+  return 1
 }
 PY=$(find_python) || true
 if [ -z "$PY" ]; then

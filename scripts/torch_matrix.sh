@@ -31,9 +31,14 @@ python_for() {
     *) echo 3.11 ;;
   esac
 }
+# pyenv's own interpreter first (its shims exist for versions that are not active, and then
+# only print "command not found"); each candidate must run.
 interpreter() {
-  command -v "python$1" && return
-  ls "$(pyenv root 2>/dev/null)"/versions/"$1".*/bin/"python$1" 2>/dev/null | tail -1
+  local cand
+  for cand in $(ls "$(pyenv root 2>/dev/null)"/versions/"$1".*/bin/"python$1" 2>/dev/null | sort -r) \
+              $(command -v "python$1"); do
+    "$cand" -c "import sys" >/dev/null 2>&1 && { echo "$cand"; return 0; }
+  done
 }
 
 # A copy of the tracked (and new, not ignored) files: the module and its version file go into
