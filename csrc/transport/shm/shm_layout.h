@@ -73,10 +73,10 @@ struct FifoControl {
 
 // The head of one mailbox buffer (transport/link.h, Mailbox; shm/shm_mailbox.h): seven words of
 // the message's header (and, for a message of at most 8 bytes, the message itself) and, last,
-// the tag: 1 + the sequence number of the collective whose round wrote it, published after
-// everything else of the message. Words, not bytes: a peer may read them while the owner
-// writes the buffer's next round (and then drops what it read), so every access is atomic
-// (plain moves on x86-64).
+// the tag: the number of rounds its owner had posted with this one (1 for the first), published
+// after everything else of the message. Words, not bytes: a peer that looks for a mismatch
+// (ShmMailbox::checkNotPostedElse) reads a head without waiting for a round of its own, so
+// every access is atomic (plain moves on x86-64).
 struct alignas(64) MailboxHead {
   static constexpr int kWords = 7;
   std::atomic<uint64_t> word[kWords];
