@@ -55,9 +55,11 @@ std::string readAlgo() {
   const std::string raw = readString("TORCH_RING_ALGO");
   const std::string v = lowered(raw);
   if (v.empty()) return "auto";
-  if (v != "auto" && v != "ring" && v != "hier_ring" && v != "hier_rd" && v != "hier_direct") {
-    throw UsageError(strCat("TORCH_RING_ALGO='", raw,
-                            "' must be auto, ring, hier_ring, hier_rd or hier_direct (any case)"));
+  if (v != "auto" && v != "ring" && v != "hier_ring" && v != "hier_rd" && v != "hier_radix" &&
+      v != "hier_direct") {
+    throw UsageError(strCat(
+        "TORCH_RING_ALGO='", raw,
+        "' must be auto, ring, hier_ring, hier_rd, hier_radix or hier_direct (any case)"));
   }
   return v;
 }

@@ -35,10 +35,12 @@ struct EnvKnobs {
   // through each rank's mailbox, flagged cache line by cache line (transport/link.h, Mailbox),
   // instead of through the FIFOs. Every rank must set the same value (checked at set-up).
   int64_t mailboxBytes;
-  // TORCH_RING_ALGO = auto | ring | hier_ring | hier_rd | hier_direct, any case (default
-  // auto): the plan of an all_reduce in a group that spans hosts (executor/plan_choice.h).
-  // ring: the flat ring over every rank; hier_*: two levels (executor/hier_all_reduce.h) with
-  // a ring, recursive doubling or a direct round between hosts; auto: plan_choice.h's table.
+  // TORCH_RING_ALGO = auto | ring | hier_ring | hier_rd | hier_radix | hier_direct, any case
+  // (default auto): the plan of an all_reduce in a group that spans hosts
+  // (executor/plan_choice.h). ring: the flat ring over every rank; hier_*: two levels
+  // (executor/hier_all_reduce.h) with a ring, recursive doubling, rounds of up to
+  // 1 + TORCH_RING_DIRECT_BYTES / bytes hosts, or a direct round between hosts; auto:
+  // plan_choice.h's table.
   // Every rank must set the same (compared at set-up).
   std::string algo;
   // TORCH_RING_RD_BYTES (default 256 KiB): auto's largest all_reduce (bytes of the whole

@@ -55,10 +55,16 @@ int64_t sliceElems(int64_t slotBytes, DType t) {
   return slotBytes / static_cast<int64_t>(elementSize(t));
 }
 
-InterHostPlan interHostPlan(Algorithm a) {
-  if (a == Algorithm::HierRd) return InterHostPlan::RecursiveDoubling;
-  if (a == Algorithm::HierDirect) return InterHostPlan::Direct;
-  return InterHostPlan::Ring;
+InterHostPlan interHostPlan(const PlanSettings& s, const HostLayout& layout, int64_t bytes,
+                            Algorithm a) {
+  InterHostPlan p;
+  if (a == Algorithm::HierRd || a == Algorithm::HierRadix) {
+    p.kind = InterHostKind::Rounds;
+    p.schedule = interHostSchedule(s, layout, bytes, a);
+  } else if (a == Algorithm::HierDirect) {
+    p.kind = InterHostKind::Direct;
+  }
+  return p;
 }
 
 // Every rank publishes its plan settings and compares everyone's with its own, so that ranks
@@ -72,7 +78,8 @@ void agreeOnPlans(Store& store, int rank, int size, const std::string& mine,
     const std::string theirs = store.get(strCat("ring/plans/", r), timeout);
     RING_USAGE_CHECK(theirs == mine, "ring: rank ", rank, " has collective plans '", mine,
                      "' but rank ", r, " has '", theirs,
-                     "': every rank must set TORCH_RING_ALGO and TORCH_RING_RD_BYTES alike");
+                     "': every rank must set TORCH_RING_ALGO and TORCH_RING_RD_BYTES alike (and, "
+                     "in a group of several hosts, TORCH_RING_DIRECT_BYTES)");
   }
 }
 
@@ -112,7 +119,7 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   for (int i = 0; i < size; ++i) {
     hostRingPos_[static_cast<size_t>(hostRing_[static_cast<size_t>(i)])] = i;
   }
-  agreeOnPlans(store, rank, size, settingsLine(plans_), opts.timeout);
+  agreeOnPlans(store, rank, size, settingsLine(plans_, layout_), opts.timeout);
   // After connect: an all-TCP group may have chosen larger slots; the plans slice by them.
   slotBytes_ = g.slotBytes;
   spinMicros_ = chooseSpin(localRanks, transport_->onlySharedMemory());
@@ -121,7 +128,8 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   }
   if (rank == 0) {
     RING_LOG(kLogInfo, size, " ranks, ring order 0 -> 1 -> ... -> ",
-             size - 1, " -> 0; ", layout_.hosts(), " host(s); plans ", settingsLine(plans_));
+             size - 1, " -> 0; ", layout_.hosts(), " host(s); plans ",
+             settingsLine(plans_, layout_));
   }
   if (size > 1) {
     // The two ring links of this rank, each with its transport.
@@ -214,14 +222,15 @@ void Communicator::allReduce(void* data, int64_t count, DType t, RedOp op, doubl
       return;
     }
     if (fp.algorithm == Algorithm::HierRing || fp.algorithm == Algorithm::HierRd ||
-        fp.algorithm == Algorithm::HierDirect) {
+        fp.algorithm == Algorithm::HierRadix || fp.algorithm == Algorithm::HierDirect) {
       if (segmentsCount_ != count) {
         segments_ = hostSegments(layout_, count);
         segmentsCount_ = count;
       }
       hierAllReduce(*transport_, layout_, segments_, static_cast<char*>(data), count,
                     sliceElems(slotBytes_, t), buffers(data, data, t, op, size_),
-                    interHostPlan(fp.algorithm),
+                    interHostPlan(plans_, layout_, count * static_cast<int64_t>(elementSize(t)),
+                                  fp.algorithm),
                     fp, ctx);
       return;
     }

@@ -105,9 +105,10 @@ class Communicator {
 
   // The hosts of the group as its plans see them: ranks that share memory (select.h).
   const HostLayout& layout() const { return layout_; }
-  // The plan an all_reduce of `bytes` takes (Algorithm::Direct, Ring, HierRing, HierRd or
-  // HierDirect), an all_gather of parts of `partBytes` (Direct, Ring, HierRing or HierDirect),
-  // a reduce_scatter and a broadcast (Ring or HierRing): executor/plan_choice.h.
+  // The plan an all_reduce of `bytes` takes (Algorithm::Direct, Ring, HierRing, HierRd,
+  // HierRadix or HierDirect), an all_gather of parts of `partBytes` (Direct, Ring, HierRing
+  // or HierDirect), a reduce_scatter and a broadcast (Ring or HierRing):
+  // executor/plan_choice.h.
   Algorithm allReducePlan(int64_t bytes) const;
   Algorithm allGatherPlan(int64_t partBytes) const;
   Algorithm reduceScatterPlan() const;

@@ -43,7 +43,8 @@ struct DirectMembers {
   int rankAt(int i) const { return ranks ? ranks[i] : i; }
 };
 
-// The same among `m` (the inter-host phase of the two-level all_reduce), in slices of the
+// The same among `m` (the inter-host phase of the two-level all_reduce, and each round of
+// executor/recursive_multiplying.h), in slices of the
 // links' capacity, each a round of its own; the sum in member order 0, 1, ..., size-1.
 void directAllReduceAmong(Transport& t, const DirectMembers& m, char* data, int64_t count,
                           const PlanBuffers& io, const Fingerprint& fp, const WaitContext& ctx);

@@ -1,14 +1,14 @@
 #include "executor/hier_all_reduce.h"
 
 #include "executor/direct_collectives.h"
-#include "executor/recursive_doubling.h"
+#include "executor/recursive_multiplying.h"
 #include "schedule/ring_plan.h"
 
 namespace ring {
 
 void hierAllReduce(Transport& t, const HostLayout& layout, const std::vector<HostSegment>& segments,
                    char* data, int64_t count, int64_t sliceElems, const PlanBuffers& io,
-                   InterHostPlan inter, const Fingerprint& fp, const WaitContext& ctx) {
+                   const InterHostPlan& inter, const Fingerprint& fp, const WaitContext& ctx) {
   const int me = t.rank();
   const int host = layout.hostOf[static_cast<size_t>(me)];
   const int local = layout.localIndex(me);
@@ -31,13 +31,13 @@ void hierAllReduce(Transport& t, const HostLayout& layout, const std::vector<Hos
   for (const HostSegment& s : segments) {
     if (oneHost || s.owners[static_cast<size_t>(host)] != me) continue;
     char* at = data + s.range.offset * es;
-    if (inter == InterHostPlan::Direct) {
+    if (inter.kind == InterHostKind::Direct) {
       directAllReduceAmong(t, DirectMembers{s.owners.data(), layout.hosts(), host}, at,
                            s.range.count, io, fp, ctx);
       continue;
     }
-    if (inter == InterHostPlan::RecursiveDoubling) {
-      recursiveDoublingAllReduce(t, s.owners, host, at, s.range.count, io, fp, ctx);
+    if (inter.kind == InterHostKind::Rounds) {
+      recursiveAllReduce(t, s.owners, host, inter.schedule, at, s.range.count, io, fp, ctx);
       continue;
     }
     PlanBuffers part = io;

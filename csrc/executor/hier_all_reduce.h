@@ -2,11 +2,12 @@
 //   1. inside each host, the reduce half of the ring all-reduce over the host's ranks in rank
 //      order (shared memory): local rank j ends with chunk j+1 of its host reduced;
 //   2. between hosts, each segment (schedule/host_layout.h) is all-reduced among its owners,
-//      one per host, in host order: by a ring (bandwidth), by recursive doubling (latency,
-//      executor/recursive_doubling.h), or in one direct round, each owner sending its part to
-//      every other and summing the parts in host order (the least latency, H-1 times the
-//      bytes: executor/direct_collectives.h); a rank takes part in the segments inside its chunk, in
-//      increasing order, so that the lowest unfinished segment always has all its owners at it;
+//      one per host, in host order: by a ring (bandwidth), in rounds of two or more hosts
+//      (latency: recursive doubling or more per round, executor/recursive_multiplying.h), or
+//      in one direct round, each owner sending its part to every other and summing the parts
+//      in host order (the least latency, H-1 times the bytes: executor/direct_collectives.h);
+//      a rank takes part in the segments inside its chunk, in increasing order, so that the
+//      lowest unfinished segment always has all its owners at it;
 //   3. inside each host, the gather half of the ring all-reduce.
 //
 // The same bits on every rank: each element is reduced once per host in that host's ring order
@@ -21,17 +22,23 @@
 
 #include "executor/cpu_executor.h"
 #include "schedule/host_layout.h"
+#include "schedule/radix_schedule.h"
 #include "transport/link.h"
 
 namespace ring {
 
-enum class InterHostPlan { Ring, RecursiveDoubling, Direct };
+// Rounds: the rounds of `InterHostPlan::schedule` (schedule/radix_schedule.h).
+enum class InterHostKind { Ring, Rounds, Direct };
+struct InterHostPlan {
+  InterHostKind kind = InterHostKind::Ring;
+  RadixSchedule schedule;
+};
 
 // In place on `data` (count elements; io.input and io.output are ignored). `segments` is
 // hostSegments(layout, count). Messages carry `fp`; AVG's division (io.divide) is applied once,
 // when an element's inter-host reduction completes.
 void hierAllReduce(Transport& t, const HostLayout& layout, const std::vector<HostSegment>& segments,
                    char* data, int64_t count, int64_t sliceElems, const PlanBuffers& io,
-                   InterHostPlan inter, const Fingerprint& fp, const WaitContext& ctx);
+                   const InterHostPlan& inter, const Fingerprint& fp, const WaitContext& ctx);
 
 }  // namespace ring

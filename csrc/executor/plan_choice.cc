@@ -1,5 +1,7 @@
 #include "executor/plan_choice.h"
 
+#include <algorithm>
+
 #include "common/errors.h"
 
 namespace ring {
@@ -9,9 +11,10 @@ AlgoKnob parseAlgoKnob(const std::string& word) {
   if (word == "ring") return AlgoKnob::Ring;
   if (word == "hier_ring") return AlgoKnob::HierRing;
   if (word == "hier_rd") return AlgoKnob::HierRd;
+  if (word == "hier_radix") return AlgoKnob::HierRadix;
   if (word == "hier_direct") return AlgoKnob::HierDirect;
   throw UsageError(strCat("ring: collective plan '", word,
-                          "' must be auto, ring, hier_ring, hier_rd or hier_direct "
+                          "' must be auto, ring, hier_ring, hier_rd, hier_radix or hier_direct "
                           "(TORCH_RING_ALGO)"));
 }
 
@@ -21,6 +24,7 @@ const char* algoKnobName(AlgoKnob k) {
     case AlgoKnob::Ring: return "ring";
     case AlgoKnob::HierRing: return "hier_ring";
     case AlgoKnob::HierRd: return "hier_rd";
+    case AlgoKnob::HierRadix: return "hier_radix";
     case AlgoKnob::HierDirect: return "hier_direct";
   }
   return "?";
@@ -30,18 +34,47 @@ void checkPlanSettings(const PlanSettings& s) {
   RING_USAGE_CHECK(s.rdBytes >= 0, "ring: TORCH_RING_RD_BYTES must be >= 0, got ", s.rdBytes);
 }
 
+namespace {
+
+// The most hosts one round may join: what a round sends, bytes * (k - 1), within directBytes.
+int maxRadix(const PlanSettings& s, int hosts, int64_t bytes) {
+  if (hosts <= 2) return 2;
+  if (bytes <= 0 || s.directBytes / bytes >= hosts - 1) return hosts;
+  return static_cast<int>(std::max<int64_t>(2, 1 + s.directBytes / bytes));
+}
+
+bool allRoundsOfTwo(const RadixSchedule& r) {
+  for (int radix : r.radices) {
+    if (radix != 2) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Algorithm chooseAllReduce(const PlanSettings& s, const HostLayout& layout, int64_t bytes) {
   switch (s.algo) {
     case AlgoKnob::Ring: return Algorithm::Ring;
     case AlgoKnob::HierRing: return Algorithm::HierRing;
     case AlgoKnob::HierRd: return Algorithm::HierRd;
+    case AlgoKnob::HierRadix: return Algorithm::HierRadix;
     case AlgoKnob::HierDirect: return Algorithm::HierDirect;
     case AlgoKnob::Auto: break;
   }
   const int hosts = layout.hosts();
   if (hosts <= 1) return Algorithm::Ring;
   if (bytes <= s.directBytes / (hosts - 1)) return Algorithm::HierDirect;
-  return bytes <= s.rdBytes ? Algorithm::HierRd : Algorithm::HierRing;
+  if (bytes > s.rdBytes) return Algorithm::HierRing;
+  // Rounds of two are recursive doubling, and say so in the fingerprint.
+  return allRoundsOfTwo(radixSchedule(hosts, maxRadix(s, hosts, bytes))) ? Algorithm::HierRd
+                                                                        : Algorithm::HierRadix;
+}
+
+RadixSchedule interHostSchedule(const PlanSettings& s, const HostLayout& layout, int64_t bytes,
+                                Algorithm plan) {
+  const int hosts = std::max(1, layout.hosts());
+  if (plan != Algorithm::HierRadix) return doublingSchedule(hosts);
+  return radixSchedule(hosts, maxRadix(s, hosts, bytes));
 }
 
 Algorithm chooseAllGather(const PlanSettings& s, const HostLayout& layout, int64_t partBytes) {
@@ -68,8 +101,10 @@ Algorithm chooseBroadcast(const PlanSettings& s, const HostLayout& layout) {
   return Algorithm::HierRing;
 }
 
-std::string settingsLine(const PlanSettings& s) {
-  return strCat("algo=", algoKnobName(s.algo), " rd_bytes=", s.rdBytes);
+std::string settingsLine(const PlanSettings& s, const HostLayout& layout) {
+  std::string line = strCat("algo=", algoKnobName(s.algo), " rd_bytes=", s.rdBytes);
+  if (layout.hosts() > 1) line += strCat(" direct_bytes=", s.directBytes);
+  return line;
 }
 
 }  // namespace ring

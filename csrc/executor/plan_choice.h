@@ -3,15 +3,25 @@
 // Why a table rather than one plan: the flat ring moves the fewest bytes per link and
 // pipelines, but pays 2(n-1) hops, each waiting for the slowest link; two levels pay the
 // network latency 2(H-1) times with a ring between H hosts, ceil(log2 H) times (+2 when H is no
-// power of two) with recursive doubling, which sends the whole part each time
-// (docs/scale.md has the alpha-beta model: python -m torch_ring_backend.bench.model). Inside
+// power of two) with recursive doubling, which sends the whole part each time, and log_r H
+// times in rounds of r hosts, which send it r-1 times a round (schedule/radix_schedule.h;
+// docs/scale.md has the alpha-beta model: python -m torch_ring_backend.bench.model). Inside
 // one host the flat ring (or the direct round) is as short as it gets.
 //
 //   group          message S (bytes)                 plan (TORCH_RING_ALGO=auto)
 //   one host       any                               flat ring (or direct, TORCH_RING_DIRECT_BYTES)
 //   H >= 2 hosts   S * (H-1) <= TORCH_RING_DIRECT_BYTES  two levels, a direct round between hosts
-//   H >= 2 hosts   S <= TORCH_RING_RD_BYTES            two levels, recursive doubling between hosts
+//   H >= 2 hosts   S <= TORCH_RING_RD_BYTES            two levels, rounds of up to
+//                                                    k = 1 + TORCH_RING_DIRECT_BYTES / S hosts
+//                                                    between hosts (recursive doubling if the
+//                                                    schedule's rounds are all of 2)
 //   H >= 2 hosts   larger                            two levels, a ring between hosts
+//
+// The rounds' bound k keeps what one round sends, S * (k-1), within the direct round's budget:
+// the direct round is the one round of H, so the table's rows meet where the budget says. With
+// 10 GbE's 25 us and 1.25 GB/s a round of r hosts costs 25 us + (r-1) * S / 1.25 GB/s, so at
+// 4 KiB between 128 hosts two rounds (16 and 8) take about 0.12 ms where seven rounds of two
+// take 0.20 ms and the direct round 0.44 ms.
 //
 // ("hosts" are the groups of ranks that share memory: with TORCH_RING_TRANSPORT=tcp every rank
 // is a host of its own, so two levels with one rank per host is recursive doubling among all
@@ -32,15 +42,17 @@
 
 #include "protocol/message_header.h"
 #include "schedule/host_layout.h"
+#include "schedule/radix_schedule.h"
 
 namespace ring {
 
 // TORCH_RING_ALGO's words, parsed once at set-up (a collective's choice compares enums).
-enum class AlgoKnob { Auto, Ring, HierRing, HierRd, HierDirect };
+enum class AlgoKnob { Auto, Ring, HierRing, HierRd, HierRadix, HierDirect };
 
 // Throws UsageError naming the word and the choices for anything else.
 AlgoKnob parseAlgoKnob(const std::string& word);
-const char* algoKnobName(AlgoKnob k);  // "auto", "ring", "hier_ring", "hier_rd", "hier_direct"
+// "auto", "ring", "hier_ring", "hier_rd", "hier_radix", "hier_direct"
+const char* algoKnobName(AlgoKnob k);
 
 struct PlanSettings {
   AlgoKnob algo = AlgoKnob::Auto;
@@ -51,9 +63,14 @@ struct PlanSettings {
 // Throws UsageError for a negative limit.
 void checkPlanSettings(const PlanSettings& s);
 
-// The plan of an all_reduce of `bytes` over `layout` (Algorithm::Ring, HierRing, HierRd or
-// HierDirect; the direct round inside one host is decided before).
+// The plan of an all_reduce of `bytes` over `layout` (Algorithm::Ring, HierRing, HierRd,
+// HierRadix or HierDirect; the direct round inside one host is decided before).
 Algorithm chooseAllReduce(const PlanSettings& s, const HostLayout& layout, int64_t bytes);
+
+// The rounds between hosts of a two-level all_reduce of `bytes` that runs `plan` (HierRd:
+// rounds of 2; HierRadix: of up to 1 + directBytes / bytes hosts, at least 2).
+RadixSchedule interHostSchedule(const PlanSettings& s, const HostLayout& layout, int64_t bytes,
+                                Algorithm plan);
 
 // all_gather and reduce_scatter in two levels (executor/hier_gather_scatter.h) need hosts of
 // equal size; on unequal hosts they run the flat ring whatever the knob says.
@@ -62,8 +79,9 @@ Algorithm chooseAllReduce(const PlanSettings& s, const HostLayout& layout, int64
 //   all_gather, part P bytes, P * (H-1) <= TORCH_RING_DIRECT_BYTES   two levels, direct between
 //   else, hosts of 2+ ranks       two levels, a ring between hosts
 //   else (one rank per host)      flat ring (two levels would be the same ring)
-// hier_rd picks the ring between hosts (recursive doubling is all_reduce's only), hier_direct
-// the direct round for all_gather at any size (reduce_scatter has no direct round: a ring).
+// hier_rd and hier_radix pick the ring between hosts (their rounds are all_reduce's only),
+// hier_direct the direct round for all_gather at any size (reduce_scatter has no direct round:
+// a ring).
 Algorithm chooseAllGather(const PlanSettings& s, const HostLayout& layout, int64_t partBytes);
 Algorithm chooseReduceScatter(const PlanSettings& s, const HostLayout& layout);
 
@@ -72,9 +90,12 @@ Algorithm chooseReduceScatter(const PlanSettings& s, const HostLayout& layout);
 // says ring or the group is one host: Algorithm::HierRing or Ring.
 Algorithm chooseBroadcast(const PlanSettings& s, const HostLayout& layout);
 
-// "algo=auto rd_bytes=262144": what set-up publishes and compares between ranks. Not
-// directBytes: ranks that differ there run plans whose first messages carry different
-// fingerprints (direct or not), a mismatch error on every rank (tests/cpp/test_direct_collectives.cc).
-std::string settingsLine(const PlanSettings& s);
+// "algo=auto rd_bytes=262144": what set-up publishes and compares between ranks; in a group of
+// several hosts " direct_bytes=65536" too, because there it bounds the rounds between hosts,
+// and ranks whose rounds differ would exchange with other partners under the same fingerprint
+// (a timeout or, worse, partial sums taken for whole ones). On one host it is not compared:
+// ranks that differ there run plans whose first messages carry different fingerprints (direct
+// or not), a mismatch error on every rank (tests/cpp/test_direct_collectives.cc).
+std::string settingsLine(const PlanSettings& s, const HostLayout& layout);
 
 }  // namespace ring

@@ -30,6 +30,7 @@ std::string describe(const Fingerprint& f) {
   if (f.algorithm == Algorithm::HierRing) s += ", two-level ring";
   if (f.algorithm == Algorithm::HierRd) s += ", two-level recursive doubling";
   if (f.algorithm == Algorithm::HierDirect) s += ", two-level direct";
+  if (f.algorithm == Algorithm::HierRadix) s += ", two-level rounds of several hosts";
   return s;
 }
 

@@ -22,9 +22,17 @@ constexpr uint32_t kMessageMagic = 0x52494e47u;  // "RING"
 // neighbours. Direct: one round in which every rank sends its message straight to every rank
 // that needs it (executor/direct_collectives.h). Every rank must choose the same one, so it is
 // part of the fingerprint: ranks configured differently get a mismatch error, not a hang.
-// HierRing, HierRd, HierDirect: the two-level all_reduce (executor/hier_all_reduce.h) with a
-// ring, recursive doubling or a direct round between hosts.
-enum class Algorithm : uint8_t { Ring = 0, Direct = 1, HierRing = 2, HierRd = 3, HierDirect = 4 };
+// HierRing, HierRd, HierDirect, HierRadix: the two-level all_reduce (executor/hier_all_reduce.h)
+// with a ring, recursive doubling, a direct round, or rounds of more than two hosts
+// (schedule/radix_schedule.h) between hosts.
+enum class Algorithm : uint8_t {
+  Ring = 0,
+  Direct = 1,
+  HierRing = 2,
+  HierRd = 3,
+  HierDirect = 4,
+  HierRadix = 5,
+};
 
 struct Fingerprint {
   uint64_t seq = 0;         // collective sequence number in the group (p2p: per-pair count)

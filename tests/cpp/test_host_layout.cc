@@ -4,10 +4,11 @@
 // sums), and recursive doubling's round count (the textbook ceil(log2 m), +2 off powers of two).
 #include <gtest/gtest.h>
 
+#include <tuple>
 #include <vector>
 
 #include "executor/plan_choice.h"
-#include "executor/recursive_doubling.h"
+#include "schedule/radix_schedule.h"
 #include "plan_simulator.h"
 #include "schedule/host_layout.h"
 #include "schedule/ring_plan.h"
@@ -136,14 +137,76 @@ TEST(AllReduceHalves, ReduceThenGatherGiveTheSumEverywhere) {
   }
 }
 
-TEST(RecursiveDoubling, RoundsAreLog2PlusTwoOffPowersOfTwo) {
-  EXPECT_EQ(recursiveDoublingRounds(1), 0);
-  EXPECT_EQ(recursiveDoublingRounds(2), 1);
-  EXPECT_EQ(recursiveDoublingRounds(3), 3);
-  EXPECT_EQ(recursiveDoublingRounds(4), 2);
-  EXPECT_EQ(recursiveDoublingRounds(5), 4);
-  EXPECT_EQ(recursiveDoublingRounds(8), 3);
-  EXPECT_EQ(recursiveDoublingRounds(128), 7);
+// Recursive doubling's exchanges (Thakur, Rabenseifner and Gropp 2005): log2 m rounds, and two
+// more off powers of two (the extra ranks fold in and out).
+TEST(RadixSchedule, RoundsOfTwoAreRecursiveDoubling) {
+  const std::vector<std::pair<int, int>> roundsOf = {{1, 0}, {2, 1}, {3, 3}, {4, 2},
+                                                     {5, 4}, {8, 3}, {128, 7}, {100, 8}};
+  for (auto [m, rounds] : roundsOf) {
+    const RadixSchedule s = doublingSchedule(m);
+    EXPECT_EQ(s.rounds(), rounds) << m << " ranks";
+    int p = 1;
+    while (p * 2 <= m) p *= 2;
+    EXPECT_EQ(s.product(), p) << m << " ranks";
+    for (int r : s.radices) EXPECT_EQ(r, 2);
+  }
+}
+
+TEST(RadixSchedule, FewestExchangesThenFewestCopies) {
+  // 128 hosts, rounds of up to 17: two rounds (16 x 8 = 128, 22 copies).
+  EXPECT_EQ(radixSchedule(128, 17).radices, (std::vector<int>{16, 8}));
+  EXPECT_EQ(radixSchedule(128, 17).copiesSent(), 22);
+  EXPECT_EQ(radixSchedule(128, 500).radices, (std::vector<int>{128}));  // the direct round
+  EXPECT_EQ(radixSchedule(9, 3).radices, (std::vector<int>{3, 3}));
+  EXPECT_EQ(radixSchedule(6, 3).radices, (std::vector<int>{3, 2}));
+  // 8 by threes: 3 x 2 with two folded is four exchanges; three rounds of 2 are three.
+  EXPECT_EQ(radixSchedule(8, 3).radices, (std::vector<int>{2, 2, 2}));
+  // 7 is prime: rounds of 3 and 2 with one rank folded (four exchanges, as recursive doubling
+  // takes, but five copies against its four: so doubling).
+  EXPECT_EQ(radixSchedule(7, 3).rounds(), 4);
+  EXPECT_EQ(radixSchedule(7, 3).radices, (std::vector<int>{2, 2}));
+  // 5 by fours: three exchanges whatever the round (4 or 3, with ranks folded); a round of 3
+  // sends two copies, one of 4 three.
+  EXPECT_EQ(radixSchedule(5, 4).radices, (std::vector<int>{3}));
+  EXPECT_EQ(radixSchedule(5, 4).folded(), 2);
+  EXPECT_EQ(radixSchedule(5, 4).rounds(), 3);
+  // 1024 by up to 17: three rounds; 16 x 8 x 8 sends 29 copies, 16 x 16 x 4 sends 33.
+  EXPECT_EQ(radixSchedule(1024, 17).radices, (std::vector<int>{16, 8, 8}));
+  EXPECT_TRUE(radixSchedule(1, 5).radices.empty());
+}
+
+// Against every schedule there is, for small m: enumerate all radix sequences (2..k, product
+// at most m and at least m/2) breadth first and keep the best by (exchanges, copies, folded).
+TEST(RadixSchedule, NoScheduleBeatsTheChosenOne) {
+  for (int m = 2; m <= 96; ++m) {
+    for (int k = 2; k <= 12; ++k) {
+      std::vector<std::vector<int>> frontier = {{}};
+      std::tuple<int, int, int> best{1 << 30, 0, 0};
+      while (!frontier.empty()) {
+        std::vector<std::vector<int>> next;
+        for (const auto& seq : frontier) {
+          int p = 1, copies = 0;
+          for (int r : seq) p *= r, copies += r - 1;
+          if (2 * p >= m) {
+            const int exchanges = static_cast<int>(seq.size()) + (p < m ? 2 : 0);
+            best = std::min(best, std::make_tuple(exchanges, copies, m - p));
+          }
+          for (int r = 2; r <= k && p * r <= m; ++r) {
+            auto longer = seq;
+            longer.push_back(r);
+            next.push_back(longer);
+          }
+        }
+        frontier.swap(next);
+      }
+      const RadixSchedule s = radixSchedule(m, k);
+      for (int r : s.radices) EXPECT_TRUE(r >= 2 && r <= k) << m << " by " << k;
+      EXPECT_LE(s.product(), m);
+      EXPECT_GE(2 * s.product(), m);
+      EXPECT_EQ(std::make_tuple(s.rounds(), s.copiesSent(), s.folded()), best)
+          << m << " ranks by up to " << k;
+    }
+  }
 }
 
 TEST(PlanChoice, TheTableOfPlanChoiceH) {
@@ -160,6 +223,22 @@ TEST(PlanChoice, TheTableOfPlanChoiceH) {
   EXPECT_EQ(chooseAllReduce(s, four, 100), Algorithm::HierDirect);  // 100 x 3 <= 300
   EXPECT_EQ(chooseAllReduce(s, four, 101), Algorithm::HierRd);
   EXPECT_EQ(chooseAllReduce(s, two, 1000), Algorithm::HierRd);
+  // Eight hosts: rounds of up to 1 + 300 / S hosts. 60 bytes: 5, so 4 x 2 (two rounds); 100
+  // bytes: 4, 4 x 2 again; 101 bytes: 3, and by threes eight hosts are three rounds of 2.
+  const HostLayout eight = layoutFromGroups({0, 1, 2, 3, 4, 5, 6, 7});
+  EXPECT_EQ(chooseAllReduce(s, eight, 42), Algorithm::HierDirect);  // 42 x 7 <= 300
+  EXPECT_EQ(chooseAllReduce(s, eight, 43), Algorithm::HierRadix);
+  EXPECT_EQ(interHostSchedule(s, eight, 60, Algorithm::HierRadix).radices,
+            (std::vector<int>{4, 2}));
+  EXPECT_EQ(chooseAllReduce(s, eight, 100), Algorithm::HierRadix);
+  EXPECT_EQ(chooseAllReduce(s, eight, 101), Algorithm::HierRd);
+  EXPECT_EQ(interHostSchedule(s, eight, 101, Algorithm::HierRd).radices,
+            (std::vector<int>{2, 2, 2}));
+  EXPECT_EQ(chooseAllReduce(s, eight, 1000), Algorithm::HierRd);
+  EXPECT_EQ(chooseAllReduce(s, eight, 1001), Algorithm::HierRing);
+  // Compared at set-up only where it bounds the rounds between hosts.
+  EXPECT_EQ(settingsLine(s, one), "algo=auto rd_bytes=1000");
+  EXPECT_EQ(settingsLine(s, eight), "algo=auto rd_bytes=1000 direct_bytes=300");
   EXPECT_EQ(chooseAllReduce(s, two, 1001), Algorithm::HierRing);
   s.algo = AlgoKnob::Ring;
   EXPECT_EQ(chooseAllReduce(s, two, 10), Algorithm::Ring);
@@ -169,8 +248,14 @@ TEST(PlanChoice, TheTableOfPlanChoiceH) {
   EXPECT_EQ(chooseAllReduce(s, one, 10), Algorithm::HierRing);
   s.algo = AlgoKnob::HierDirect;
   EXPECT_EQ(chooseAllReduce(s, two, 1 << 20), Algorithm::HierDirect);
+  s.algo = AlgoKnob::HierRadix;
+  EXPECT_EQ(chooseAllReduce(s, two, 1 << 20), Algorithm::HierRadix);
+  EXPECT_EQ(interHostSchedule(s, eight, 1 << 20, Algorithm::HierRadix).radices,
+            (std::vector<int>{2, 2, 2}));
+  EXPECT_EQ(interHostSchedule(s, eight, 10, Algorithm::HierRadix).radices,
+            (std::vector<int>{8}));
   EXPECT_THROW(parseAlgoKnob("tree"), UsageError);
-  for (const char* word : {"auto", "ring", "hier_ring", "hier_rd", "hier_direct"}) {
+  for (const char* word : {"auto", "ring", "hier_ring", "hier_rd", "hier_radix", "hier_direct"}) {
     EXPECT_STREQ(algoKnobName(parseAlgoKnob(word)), word);
   }
 }

@@ -100,6 +100,6 @@ def test_an_unknown_all_reduce_plan_fails_set_up_by_name():
     run = run_scenario("setup_failure", 2, timeout_s=120.0,
                        extra_env={"RING_TEST_BAD_SETTING": "TORCH_RING_ALGO=tree"})
     results = run.by_rank()
-    assert "TORCH_RING_ALGO='tree' must be auto, ring, hier_ring, hier_rd or hier_direct" in \
+    assert "TORCH_RING_ALGO='tree' must be auto, ring, hier_ring, hier_rd, hier_radix or hier_direct" in \
         results[1]["message"], results[1]
     assert "rank 1 failed to set up" in results[0]["message"], results[0]

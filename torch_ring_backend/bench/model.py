@@ -23,6 +23,12 @@ hosts while R flows share each host's network link gets beta / R. The plans:
             (log2 H steps of the whole shard; a host count that is not a power of two adds
             two steps: the extra hosts fold their shard into a partner first and get the
             result back last), for small messages.
+  hier-radix the same inside each host, and rounds of up to k hosts between hosts
+            (csrc/schedule/radix_schedule.h): in a round of r each rank sends its shard to
+            the r-1 others of the round (one latency, r-1 shards through the link); hosts
+            that no product of the radices covers fold in and out as in hier-rd. k is
+            TORCH_RING_ALGO=auto's: 1 + 64 KiB / S (the direct round's budget per round).
+            Rounds of 2 throughout are hier-rd, one round of H is hier-direct.
   hier-direct the same inside each host, and one direct round between hosts: each rank sends
             its shard to its peer on every other host at once (one latency, H-1 shards
             through the link).
@@ -45,6 +51,11 @@ def _step(nbytes, link, sharing=1):
     return alpha + nbytes / (beta / sharing)
 
 
+# TORCH_RING_ALGO=auto's defaults (csrc/executor/plan_choice.h): the direct round's byte budget
+# (also each round's between hosts) and the largest all_reduce that takes rounds, not a ring.
+AUTO_DIRECT_BYTES = 64 * 1024
+AUTO_RD_BYTES = 256 * 1024
+
 # The slot (pipeline slice) of a group that mixes shared memory and TCP (TORCH_RING_SLOT_BYTES).
 DEFAULT_SLOT = 256 * 1024
 
@@ -54,16 +65,22 @@ def flat_ring(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER, s
     (hosts/n of them over the network), then each further loop at 2(n-1) slices through the
     slowest link; and never less than the slowest link's bytes (2(n-1)/n of the message)."""
     n = hosts * per_host
+    return _ring_chain(2 * (n - 1), size / n, hosts, per_host, intra, inter, slot)
+
+
+def _ring_chain(hops, chunk, hosts, per_host, intra, inter, slot):
+    # A ring of `hops` steps of `chunk` bytes each over every rank: the first pipeline loop as
+    # a chain of dependent hops (hosts/n of them over the network), each further loop at the
+    # slowest link's pace.
+    n = hosts * per_host
     if n == 1:
         return 0.0
-    chunk = size / n
     piece = min(chunk, slot)
     loops = max(1, math.ceil(chunk / slot))
-    hops = 2 * (n - 1)
     slowest = inter if hosts > 1 else intra
     network_hops = hops * hosts / n if hosts > 1 else 0
     chain = network_hops * _step(piece, inter) + (hops - network_hops) * _step(piece, intra)
-    # Whatever the chain, the slowest link carries 2(n-1) pieces per loop, one after another.
+    # Whatever the chain, the slowest link carries `hops` pieces per loop, one after another.
     through_slowest = loops * hops * piece / slowest[1]
     return max(chain + (loops - 1) * hops * _step(piece, slowest), through_slowest)
 
@@ -94,6 +111,56 @@ def hier_rd(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER):
     return inner + steps * _step(shard, inter, sharing=per_host)
 
 
+def radix_schedule(members, max_radix):
+    """(radices, folded): csrc/schedule/radix_schedule.h's choice, written again from its
+    rule: radices of 2..max_radix whose product p is at most members and at least half; the
+    fewest exchanges (rounds, plus two if members - p ranks fold), then the fewest copies sent
+    (the sum of r - 1), then the fewest folded."""
+    if members == 1:
+        return [], 0
+    cap = min(max_radix, members)
+    best = None
+
+    def walk(chosen, product, top):
+        nonlocal best
+        if 2 * product >= members:
+            key = (len(chosen) + (2 if product < members else 0),
+                   sum(r - 1 for r in chosen), members - product)
+            if best is None or key < best[0]:
+                best = (key, list(chosen))
+        if best is not None and len(chosen) + 1 > best[0][0]:
+            return
+        for r in range(min(top, members // product), 1, -1):
+            chosen.append(r)
+            walk(chosen, product * r, r)
+            chosen.pop()
+
+    walk([], 1, cap)
+    radices = best[1]
+    return radices, members - math.prod(radices)
+
+
+def auto_radix(size, hosts):
+    """The most hosts in one round that TORCH_RING_ALGO=auto allows a message of `size`."""
+    if hosts <= 2:
+        return 2
+    if size <= 0 or AUTO_DIRECT_BYTES // size >= hosts - 1:
+        return hosts
+    return max(2, 1 + AUTO_DIRECT_BYTES // int(size))
+
+
+def hier_radix(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER, max_radix=None):
+    """Seconds for shared memory inside each host and rounds of up to max_radix hosts between
+    hosts (auto's bound for `size` when None)."""
+    inner = _intra_phases(size, per_host, intra)
+    if hosts == 1:
+        return inner
+    shard = size / per_host
+    radices, folded = radix_schedule(hosts, max_radix or auto_radix(size, hosts))
+    rounds = sum(_step(shard * (r - 1), inter, sharing=per_host) for r in radices)
+    return inner + rounds + (2 * _step(shard, inter, sharing=per_host) if folded else 0.0)
+
+
 def hier_direct(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER):
     """Seconds for shared memory inside each host and one direct round between hosts."""
     inner = _intra_phases(size, per_host, intra)
@@ -103,57 +170,119 @@ def hier_direct(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER)
     return inner + _step(shard * (hosts - 1), inter, sharing=per_host)
 
 
+# Ties name the plan listed first: hier-radix's schedule may be hier-rd's or hier-direct's.
 PLANS = {"flat": flat_ring, "hier-ring": hier_ring, "hier-rd": hier_rd,
-         "hier-direct": hier_direct}
+         "hier-direct": hier_direct, "hier-radix": hier_radix}
 
 
-def best_plan(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER):
+# all_gather and reduce_scatter (csrc/executor/hier_gather_scatter.h), on hosts of equal size.
+# S is the whole gathered output / reduce_scatter input (as torch-ring-bench counts it), so
+# each rank's part is P = S/n. The reduce_scatter plans are the all_gather plans run backwards:
+# the same steps of the same sizes, so the same times (the reductions' cost is not modelled).
+
+def flat_gather(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER, slot=DEFAULT_SLOT):
+    """Seconds for the flat ring all_gather (or reduce_scatter): n-1 hops of P."""
+    n = hosts * per_host
+    return _ring_chain(n - 1, size / n, hosts, per_host, intra, inter, slot)
+
+
+def _intra_gather(size, hosts, per_host, intra):
+    # Inside each host: a ring of L-1 steps, each of the H parts one local rank holds.
+    return (per_host - 1) * _step(size / per_host, intra) if per_host > 1 else 0.0
+
+
+def hier_ring_gather(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER):
+    """Seconds for the ranks of each local index in a ring between hosts (H-1 steps of P, L
+    rings sharing each host's link), then the ring inside each host."""
+    part = size / (hosts * per_host)
+    between = (hosts - 1) * _step(part, inter, sharing=per_host) if hosts > 1 else 0.0
+    return between + _intra_gather(size, hosts, per_host, intra)
+
+
+def hier_direct_gather(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER):
+    """Seconds for one direct round between hosts (H-1 parts through each rank's link, L ranks
+    sharing it), then the ring inside each host (all_gather only)."""
+    part = size / (hosts * per_host)
+    between = _step(part * (hosts - 1), inter, sharing=per_host) if hosts > 1 else 0.0
+    return between + _intra_gather(size, hosts, per_host, intra)
+
+
+GATHER_PLANS = {"flat": flat_gather, "hier-ring": hier_ring_gather,
+                "hier-direct": hier_direct_gather}
+SCATTER_PLANS = {"flat": flat_gather, "hier-ring": hier_ring_gather}
+PLANS_OF = {"all_reduce": PLANS, "all_gather": GATHER_PLANS, "reduce_scatter": SCATTER_PLANS}
+
+
+def best_plan(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER,
+              collective="all_reduce"):
     """(name, seconds) of the fastest plan."""
-    return min(((name, plan(size, hosts, per_host, intra, inter)) for name, plan in PLANS.items()),
-               key=lambda item: item[1])
+    # Rounded to the picosecond: plans that are the same plan (hier-radix by rounds of 2 is
+    # hier-rd) tie, and the first listed is named.
+    return min(((name, plan(size, hosts, per_host, intra, inter))
+                for name, plan in PLANS_OF[collective].items()),
+               key=lambda item: round(item[1], 12))
 
 
-def table(sizes, shapes, intra=DEFAULT_INTRA, inter=DEFAULT_INTER):
+def table(sizes, shapes, intra=DEFAULT_INTRA, inter=DEFAULT_INTER, collective="all_reduce"):
     """Rows (size, hosts, per_host, {plan: seconds}, best, flat / best)."""
+    plans = PLANS_OF[collective]
     rows = []
     for size in sizes:
         for hosts, per_host in shapes:
-            times = {name: plan(size, hosts, per_host, intra, inter) for name, plan in PLANS.items()}
-            best = min(times, key=times.get)
+            times = {name: plan(size, hosts, per_host, intra, inter) for name, plan in plans.items()}
+            best = min(times, key=lambda name: round(times[name], 12))
             gain = times["flat"] / times[best] if times[best] > 0 else 1.0
             rows.append((size, hosts, per_host, times, best, gain))
     return rows
 
 
-# TORCH_RING_ALGO=auto's defaults (csrc/executor/plan_choice.h), to price what an auto job ran.
-AUTO_DIRECT_BYTES = 64 * 1024
-AUTO_RD_BYTES = 256 * 1024
-
-
-def auto_plan(size, hosts):
+def auto_plan(size, hosts, per_host=1, collective="all_reduce"):
+    """What TORCH_RING_ALGO=auto runs (csrc/executor/plan_choice.h), to price an auto job
+    (all_gather and reduce_scatter: hosts of equal size)."""
     if hosts == 1:
         return "flat"
+    if collective == "all_gather" and size / (hosts * per_host) * (hosts - 1) <= AUTO_DIRECT_BYTES:
+        return "hier-direct"
+    if collective != "all_reduce":
+        return "hier-ring" if per_host >= 2 else "flat"
     if size * (hosts - 1) <= AUTO_DIRECT_BYTES:
         return "hier-direct"
-    return "hier-rd" if size <= AUTO_RD_BYTES else "hier-ring"
+    if size > AUTO_RD_BYTES:
+        return "hier-ring"
+    radices, _ = radix_schedule(hosts, auto_radix(size, hosts))
+    return "hier-rd" if all(r == 2 for r in radices) else "hier-radix"
+
+
+def plan_of_job(algo, size, hosts, per_host, collective):
+    """The model's plan for a job run with TORCH_RING_ALGO=algo (plan_choice.h's table)."""
+    if algo == "ring":
+        return "flat"
+    if algo == "auto":
+        return auto_plan(size, hosts, per_host, collective)
+    plan = algo.replace("_", "-")
+    if collective != "all_reduce" and plan not in PLANS_OF[collective]:
+        return "hier-ring"  # hier_rd and hier_radix, or hier_direct for reduce_scatter
+    return plan
 
 
 def compare(runs, intra, inter):
-    """Rows (file's shape, algo, size, measured s, model s) for saved scripts/hosts_bench.py
-    runs: each job's median per size against the model of the plan that job ran."""
+    """Rows (file's shape, algo, collective, plan, size, measured s, model s) for saved
+    scripts/hosts_bench.py runs: each job's median per size against the model of the plan
+    that job ran."""
     import statistics
     rows = []
     for run in runs:
         hosts, per_host = run["hosts"], run["nproc"]
         for algo, jobs in run["jobs"].items():
-            sizes = sorted({r["bytes"] for job in jobs for r in job})
-            for size in sizes:
-                measured = statistics.median(r["time_us"] * 1e-6 for job in jobs for r in job
-                                             if r["bytes"] == size)
-                plan = {"ring": "flat", "auto": auto_plan(size, hosts)}.get(
-                    algo, algo.replace("_", "-"))
-                rows.append((f"{hosts}x{per_host}", algo, plan, size, measured,
-                             PLANS[plan](size, hosts, per_host, intra, inter)))
+            keys = sorted({(r.get("collective", "all_reduce"), r["bytes"])
+                           for job in jobs for r in job})
+            for collective, size in keys:
+                measured = statistics.median(
+                    r["time_us"] * 1e-6 for job in jobs for r in job
+                    if (r.get("collective", "all_reduce"), r["bytes"]) == (collective, size))
+                plan = plan_of_job(algo, size, hosts, per_host, collective)
+                model = PLANS_OF[collective][plan](size, hosts, per_host, intra, inter)
+                rows.append((f"{hosts}x{per_host}", algo, collective, plan, size, measured, model))
     return rows
 
 
@@ -175,6 +304,9 @@ def main(argv=None):
                    help="shared-memory step: alpha seconds,beta bytes/s (default 2e-6,10e9)")
     p.add_argument("--inter", type=_link, default=DEFAULT_INTER,
                    help="network step: alpha seconds,beta bytes/s (default 25e-6,1.25e9)")
+    p.add_argument("--collective", default="all_reduce", choices=sorted(PLANS_OF),
+                   help="the plans of which collective (default all_reduce; all_gather and "
+                        "reduce_scatter on hosts of equal size, S the whole output / input)")
     p.add_argument("--compare", nargs="+", metavar="JSON",
                    help="instead of the table: saved scripts/hosts_bench.py --json runs, each "
                         "size's measured median against the model with --intra/--inter")
@@ -185,19 +317,21 @@ def main(argv=None):
         for path in a.compare:
             with open(path) as f:
                 runs.append(json.load(f))
-        print(f"{'shape':>5} {'job':>11} {'plan':>11} {'size':>9} {'measured (ms)':>14} "
-              f"{'model (ms)':>11} {'model/measured':>15}")
-        for shape, algo, plan, size, measured, model in compare(runs, a.intra, a.inter):
-            print(f"{shape:>5} {algo:>11} {plan:>11} {size:>9} {measured * 1e3:>14.3f} "
-                  f"{model * 1e3:>11.3f} {model / measured:>15.2f}")
+        print(f"{'shape':>5} {'job':>11} {'collective':>14} {'plan':>11} {'size':>9} "
+              f"{'measured (ms)':>14} {'model (ms)':>11} {'model/measured':>15}")
+        for shape, algo, coll, plan, size, measured, model in compare(runs, a.intra, a.inter):
+            print(f"{shape:>5} {algo:>11} {coll:>14} {plan:>11} {size:>9} "
+                  f"{measured * 1e3:>14.3f} {model * 1e3:>11.3f} {model / measured:>15.2f}")
         return 0
     sizes = [parse_size(s) for s in a.sizes.split(",")]
     shapes = [(int(h), a.ranks_per_host) for h in a.hosts.split(",")]
-    print(f"{'size':>9} {'hosts':>5} {'ranks':>5} " + " ".join(f"{n + ' (ms)':>14}" for n in PLANS)
-          + f" {'best':>9} {'flat/best':>9}")
-    for size, hosts, per_host, times, best, gain in table(sizes, shapes, a.intra, a.inter):
+    plans = PLANS_OF[a.collective]
+    print(f"{'size':>9} {'hosts':>5} {'ranks':>5} " + " ".join(f"{n + ' (ms)':>14}" for n in plans)
+          + f" {'best':>11} {'flat/best':>9}")
+    for size, hosts, per_host, times, best, gain in table(sizes, shapes, a.intra, a.inter,
+                                                          a.collective):
         print(f"{size:>9} {hosts:>5} {hosts * per_host:>5} "
-              + " ".join(f"{times[n] * 1e3:>14.3f}" for n in PLANS) + f" {best:>9} {gain:>9.1f}")
+              + " ".join(f"{times[n] * 1e3:>14.3f}" for n in plans) + f" {best:>11} {gain:>9.1f}")
     return 0
 
 
