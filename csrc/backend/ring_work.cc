@@ -75,7 +75,7 @@ c10d::ErrorType errorTypeOf(const std::exception_ptr& error) {
     return c10d::ErrorType::TIMEOUT;
   } catch (const std::exception& e) {
     // The transports word a failure that came from elsewhere this way (shm_transport.cc,
-    // tcp_io_loop.cc, the p2p engine): another rank reported it, exited, or left the group.
+    // tcp_connection_io.cc, the p2p engine): another rank reported it, exited, or left the group.
     const std::string text = e.what();
     for (const char* remote : {" reported: ", " has exited", "has already shut down"}) {
       if (text.find(remote) != std::string::npos) return c10d::ErrorType::REMOTE_ERROR;

@@ -90,6 +90,8 @@ const EnvKnobs& env() {
     k.mailboxBytes = readInt("TORCH_RING_LL_BYTES", 64 * 1024, 0, 16 * 1024 * 1024);
     k.algo = readAlgo();
     k.rdBytes = readInt("TORCH_RING_RD_BYTES", 256 * 1024, 0, int64_t{1} << 40);
+    k.shmLink = readString("TORCH_RING_SHM_LINK");
+    k.netLink = readString("TORCH_RING_NET_LINK");
     k.debugLevel = readLevel();
     k.debugFile = readString("TORCH_RING_DEBUG_FILE");
     // torch's own knob for its flight recorders' length; ours keeps 64 entries by default, and

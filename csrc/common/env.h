@@ -46,6 +46,13 @@ struct EnvKnobs {
   // TORCH_RING_RD_BYTES (default 256 KiB): auto's largest all_reduce (bytes of the whole
   // buffer) that goes by recursive doubling between hosts.
   int64_t rdBytes;
+  // TORCH_RING_SHM_LINK / TORCH_RING_NET_LINK = "ALPHA_SECONDS,BYTES_PER_SECOND" (defaults
+  // 2e-6,10e9 and 25e-6,1.25e9: shared memory and 10 GbE): one step's latency and bandwidth
+  // inside a host and between hosts, with which auto prices the flat ring against two levels
+  // for messages past TORCH_RING_RD_BYTES (schedule/ring_costs.h); parsed and checked at set-up
+  // (executor/plan_choice.h), compared between ranks in groups of several hosts. Empty: unset.
+  std::string shmLink;
+  std::string netLink;
   // TORCH_RING_DEBUG = WARN | INFO | TRACE, any case (default WARN).
   int debugLevel;
   // TORCH_RING_DEBUG_FILE (NCCL_DEBUG_FILE's counterpart): where log lines go instead of stderr,

@@ -55,12 +55,12 @@ int64_t sliceElems(int64_t slotBytes, DType t) {
   return slotBytes / static_cast<int64_t>(elementSize(t));
 }
 
-InterHostPlan interHostPlan(const PlanSettings& s, const HostLayout& layout, int64_t bytes,
-                            Algorithm a) {
+InterHostPlan interHostPlan(AllReduceChoice&& choice) {
   InterHostPlan p;
+  const Algorithm a = choice.algorithm;
   if (a == Algorithm::HierRd || a == Algorithm::HierRadix) {
     p.kind = InterHostKind::Rounds;
-    p.schedule = interHostSchedule(s, layout, bytes, a);
+    p.schedule = std::move(choice.rounds);
   } else if (a == Algorithm::HierDirect) {
     p.kind = InterHostKind::Direct;
   }
@@ -79,7 +79,8 @@ void agreeOnPlans(Store& store, int rank, int size, const std::string& mine,
     RING_USAGE_CHECK(theirs == mine, "ring: rank ", rank, " has collective plans '", mine,
                      "' but rank ", r, " has '", theirs,
                      "': every rank must set TORCH_RING_ALGO and TORCH_RING_RD_BYTES alike (and, "
-                     "in a group of several hosts, TORCH_RING_DIRECT_BYTES)");
+                     "in a group of several hosts, TORCH_RING_DIRECT_BYTES, TORCH_RING_SHM_LINK "
+                     "and TORCH_RING_NET_LINK)");
   }
 }
 
@@ -111,9 +112,14 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   plans_.algo = parseAlgoKnob(opts.algo.empty() ? env().algo : opts.algo);
   plans_.rdBytes = opts.rdBytes >= 0 ? opts.rdBytes : env().rdBytes;
   plans_.directBytes = opts.directBytes >= 0 ? opts.directBytes : env().directBytes;
+  plans_.shmLink = parseLinkCost(opts.shmLink.empty() ? env().shmLink : opts.shmLink,
+                                 "TORCH_RING_SHM_LINK", kDefaultShmLink);
+  plans_.netLink = parseLinkCost(opts.netLink.empty() ? env().netLink : opts.netLink,
+                                 "TORCH_RING_NET_LINK", kDefaultNetLink);
   checkPlanSettings(plans_);  // before any store traffic, as the transport's mode
   transport_ = connectGroup(store, rank, size, t, &g, &localRanks, &shmDomainOf);
   layout_ = layoutFromGroups(shmDomainOf);
+  plans_.slotBytes = g.slotBytes;
   hostRing_ = hostMajorRing(layout_);
   hostRingPos_.resize(static_cast<size_t>(size));
   for (int i = 0; i < size; ++i) {
@@ -201,15 +207,20 @@ PlanBuffers buffers(const void* in, void* out, DType t, RedOp op, int size) {
 
 }  // namespace
 
-Algorithm Communicator::allReducePlan(int64_t bytes) const {
-  if (goesDirect(bytes)) return Algorithm::Direct;
-  return chooseAllReduce(plans_, layout_, bytes);
+AllReduceChoice Communicator::allReduceChoice(int64_t bytes) const {
+  if (goesDirect(bytes)) {
+    AllReduceChoice direct;
+    direct.algorithm = Algorithm::Direct;
+    return direct;
+  }
+  return chooseAllReducePlan(plans_, layout_, bytes);
 }
 
 void Communicator::allReduce(void* data, int64_t count, DType t, RedOp op, double factor,
                              const CallInfo& c) {
   Fingerprint fp = makeFingerprint(Collective::AllReduce, c.seq, count, t, op, -1);
-  fp.algorithm = allReducePlan(count * static_cast<int64_t>(elementSize(t)));
+  AllReduceChoice choice = allReduceChoice(count * static_cast<int64_t>(elementSize(t)));
+  fp.algorithm = choice.algorithm;
   guarded(fp, c, [&](const WaitContext& ctx) {
     // PREMUL_SUM scales this rank's contribution in place (all-reduce is in place anyway).
     if (op == RedOp::PreMulSum) scaleFn(t)(data, data, factor, count);
@@ -229,9 +240,7 @@ void Communicator::allReduce(void* data, int64_t count, DType t, RedOp op, doubl
       }
       hierAllReduce(*transport_, layout_, segments_, static_cast<char*>(data), count,
                     sliceElems(slotBytes_, t), buffers(data, data, t, op, size_),
-                    interHostPlan(plans_, layout_, count * static_cast<int64_t>(elementSize(t)),
-                                  fp.algorithm),
-                    fp, ctx);
+                    interHostPlan(std::move(choice)), fp, ctx);
       return;
     }
     auto steps = planAllReduce(size_, rank_, count, sliceElems(slotBytes_, t));
@@ -243,7 +252,9 @@ void Communicator::releaseLargeStaging() {
   if (staging_.capacity() > kKeptStagingBytes) std::vector<char>().swap(staging_);
 }
 
-Algorithm Communicator::reduceScatterPlan() const { return chooseReduceScatter(plans_, layout_); }
+Algorithm Communicator::reduceScatterPlan(int64_t partBytes) const {
+  return chooseReduceScatter(plans_, layout_, partBytes);
+}
 
 Algorithm Communicator::allGatherPlan(int64_t partBytes) const {
   if (goesDirect(partBytes)) return Algorithm::Direct;
@@ -255,7 +266,7 @@ Algorithm Communicator::broadcastPlan() const { return chooseBroadcast(plans_, l
 void Communicator::reduceScatter(const void* input, void* output, int64_t countPerRank, DType t,
                                  RedOp op, double factor, const CallInfo& c) {
   Fingerprint fp = makeFingerprint(Collective::ReduceScatter, c.seq, countPerRank, t, op, -1);
-  fp.algorithm = reduceScatterPlan();
+  fp.algorithm = reduceScatterPlan(countPerRank * static_cast<int64_t>(elementSize(t)));
   guarded(fp, c, [&](const WaitContext& ctx) {
     std::vector<char> scaled;
     const void* in = input;
@@ -265,9 +276,10 @@ void Communicator::reduceScatter(const void* input, void* output, int64_t countP
       scaleFn(t)(scaled.data(), input, factor, countPerRank * size_);
       in = scaled.data();
     }
-    if (fp.algorithm == Algorithm::HierRing) {
+    if (fp.algorithm == Algorithm::HierRing || fp.algorithm == Algorithm::HierDirect) {
       hierReduceScatter(*transport_, layout_, countPerRank, sliceElems(slotBytes_, t),
-                        buffers(in, output, t, op, size_), &staging_, fp, ctx);
+                        fp.algorithm == Algorithm::HierDirect, buffers(in, output, t, op, size_),
+                        &staging_, fp, ctx);
       releaseLargeStaging();
       return;
     }

@@ -39,6 +39,10 @@ struct CommOptions {
   // Largest message of a direct collective (executor/direct_collectives.h); -1:
   // TORCH_RING_DIRECT_BYTES, 0: never.
   int64_t directBytes = -1;
+  // TORCH_RING_SHM_LINK / TORCH_RING_NET_LINK's "ALPHA_SECONDS,BYTES_PER_SECOND": what auto
+  // prices the flat ring and two levels with (executor/plan_choice.h); empty: the variable.
+  std::string shmLink;
+  std::string netLink;
   // Largest message of a mailbox round (transport/link.h, Mailbox); -1: TORCH_RING_LL_BYTES,
   // 0: never.
   int64_t mailboxBytes = -1;
@@ -107,11 +111,11 @@ class Communicator {
   const HostLayout& layout() const { return layout_; }
   // The plan an all_reduce of `bytes` takes (Algorithm::Direct, Ring, HierRing, HierRd,
   // HierRadix or HierDirect), an all_gather of parts of `partBytes` (Direct, Ring, HierRing
-  // or HierDirect), a reduce_scatter and a broadcast (Ring or HierRing):
-  // executor/plan_choice.h.
-  Algorithm allReducePlan(int64_t bytes) const;
+  // or HierDirect), a reduce_scatter of parts of `partBytes` (Ring, HierRing or HierDirect)
+  // and a broadcast (Ring or HierRing): executor/plan_choice.h.
+  Algorithm allReducePlan(int64_t bytes) const { return allReduceChoice(bytes).algorithm; }
   Algorithm allGatherPlan(int64_t partBytes) const;
-  Algorithm reduceScatterPlan() const;
+  Algorithm reduceScatterPlan(int64_t partBytes) const;
   Algorithm broadcastPlan() const;
 
   // Fails every current and future wait of this rank with `reason`, and tells the others.
@@ -133,6 +137,8 @@ class Communicator {
   bool goesDirect(int64_t bytes) const {
     return directBytes_ > 0 && bytes <= slotBytes_ && bytes * (size_ - 1) <= directBytes_;
   }
+  // allReducePlan's answer with the rounds between hosts, searched once per call.
+  AllReduceChoice allReduceChoice(int64_t bytes) const;
 
   int rank_;
   int size_;

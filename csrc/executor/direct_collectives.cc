@@ -10,22 +10,33 @@ namespace ring {
 
 namespace {
 
-// This rank's message to every other member, the next one first (so that, like the ring, the
-// first message goes to the rank that is usually waiting for it). A slot stays acquired only
-// for its copy: a peer that is a call behind holds at most one of our slots per call, and
-// every FIFO has at least two.
-void sendToAll(Transport& t, const DirectMembers& m, const void* data, int64_t bytes,
-               int64_t step, const Fingerprint& fp, const WaitContext& ctx) {
+// Member (pos + k)'s message: its block of `blocks` (blockBytes apart; 0: one message for
+// all), `bytes` of it from `offset`. The next member first (so that, like the ring, the first
+// message goes to the rank that is usually waiting for it). A slot stays acquired only for its
+// copy: a peer that is a call behind holds at most one of our slots per call, and every FIFO
+// has at least two.
+void sendEachItsBlock(Transport& t, const DirectMembers& m, const char* blocks,
+                      int64_t blockBytes, int64_t offset, int64_t bytes, int64_t step,
+                      const Fingerprint& fp, const WaitContext& ctx) {
   const int me = t.rank();
   for (int k = 1; k < m.size; ++k) {
-    SendLink& link = t.sendLink(Channel::Collective, m.rankAt((m.pos + k) % m.size));
+    const int to = (m.pos + k) % m.size;
+    SendLink& link = t.sendLink(Channel::Collective, m.rankAt(to));
     // One slot per message: the receivers take exactly one (receiveFrom).
     RING_ASSERT(bytes <= link.capacity(), "a direct message of ", bytes, " bytes");
     OutSlot out = link.acquire(ctx);
-    if (bytes > 0) std::memcpy(out.payload, data, static_cast<size_t>(bytes));
+    if (bytes > 0) {
+      std::memcpy(out.payload, blocks + to * blockBytes + offset, static_cast<size_t>(bytes));
+    }
     fillHeader(out.header, me, step, bytes, fp);
     link.publish();
   }
+}
+
+// The same message to every other member.
+void sendToAll(Transport& t, const DirectMembers& m, const void* data, int64_t bytes,
+               int64_t step, const Fingerprint& fp, const WaitContext& ctx) {
+  sendEachItsBlock(t, m, static_cast<const char*>(data), 0, 0, bytes, step, fp, ctx);
 }
 
 // The head slot of the link from `peer`, checked: message `step` of this collective.
@@ -67,18 +78,20 @@ void directAllReduce(Transport& t, void* data, int64_t count, const PlanBuffers&
                        count, io, fp, ctx);
 }
 
-void directAllReduceAmong(Transport& t, const DirectMembers& m, char* data, int64_t count,
-                          const PlanBuffers& io, const Fingerprint& fp, const WaitContext& ctx) {
-  const int me = t.rank();
+namespace {
+
+// The direct reduction both directAllReduceAmong and directReduceScatterAmong are: each member
+// sends member i its block i of `blocks` (blockBytes apart; 0: one message for every member)
+// and sums the n members' slices of its own block, in position order, into `sum` (count
+// elements, which holds this member's own contribution), then io.divide. n >= 2.
+void reduceOwnBlockAmong(Transport& t, const DirectMembers& m, const char* blocks,
+                         int64_t blockBytes, char* sum, int64_t count, const PlanBuffers& io,
+                         const Fingerprint& fp, const WaitContext& ctx) {
   const int n = m.size;
-  RING_ASSERT(m.pos >= 0 && m.pos < n && m.rankAt(m.pos) == me, "rank ", me, " at position ",
-              m.pos, " of ", n);
-  if (n == 1) {
-    if (io.divide) io.divide(data, io.divisor, count);
-    return;
-  }
   const int64_t es = static_cast<int64_t>(io.elemSize);
-  const int64_t sliceElems = t.sendLink(Channel::Collective, m.rankAt((m.pos + 1) % n)).capacity() / es;
+  const int64_t sliceElems =
+      t.sendLink(Channel::Collective, m.rankAt((m.pos + 1) % n)).capacity() / es;
+  RING_ASSERT(sliceElems > 0, "a slot smaller than one element of ", es, " bytes");
   // The n contributions, by position. Every peer's stays in its slot until the sum is done
   // (one slot per link, all different links).
   // On the stack up to 16 ranks: a heap allocation per call is a measurable share of a
@@ -95,19 +108,35 @@ void directAllReduceAmong(Transport& t, const DirectMembers& m, char* data, int6
   do {
     const int64_t elems = count - done < sliceElems ? count - done : sliceElems;
     const int64_t bytes = elems * es;
-    char* at = data + done * es;
-    sendToAll(t, m, at, bytes, slice, fp, ctx);
+    // Sent before the sum below overwrites it (all_reduce: blocks is sum).
+    sendEachItsBlock(t, m, blocks, blockBytes, done * es, bytes, slice, fp, ctx);
     for (int k = 1; k < n; ++k) {
       const int peer = (m.pos - k + n) % n;
-      part[static_cast<size_t>(peer)] = receiveFrom(t, m.rankAt(peer), bytes, slice, fp, ctx).payload;
+      part[static_cast<size_t>(peer)] =
+          receiveFrom(t, m.rankAt(peer), bytes, slice, fp, ctx).payload;
     }
-    combineInPositionOrder(at, part, n, m.pos, elems, io, &own);
+    combineInPositionOrder(sum + done * es, part, n, m.pos, elems, io, &own);
     for (int k = 1; k < n; ++k) {
       t.recvLink(Channel::Collective, m.rankAt((m.pos - k + n) % n)).release();
     }
     done += elems;
     ++slice;
   } while (done < count);
+}
+
+}  // namespace
+
+void directAllReduceAmong(Transport& t, const DirectMembers& m, char* data, int64_t count,
+                          const PlanBuffers& io, const Fingerprint& fp, const WaitContext& ctx) {
+  const int me = t.rank();
+  const int n = m.size;
+  RING_ASSERT(m.pos >= 0 && m.pos < n && m.rankAt(m.pos) == me, "rank ", me, " at position ",
+              m.pos, " of ", n);
+  if (n == 1) {
+    if (io.divide) io.divide(data, io.divisor, count);
+    return;
+  }
+  reduceOwnBlockAmong(t, m, data, 0, data, count, io, fp, ctx);
 }
 
 void directAllGather(Transport& t, const void* input, void* output, int64_t countPerRank,
@@ -159,6 +188,24 @@ void directAllGatherAmong(Transport& t, const DirectMembers& m, const void* inpu
     done += elems;
     ++slice;
   } while (done < countPerRank);
+}
+
+void directReduceScatterAmong(Transport& t, const DirectMembers& m, const char* input,
+                              char* output, int64_t countPerRank, const PlanBuffers& io,
+                              const Fingerprint& fp, const WaitContext& ctx) {
+  const int n = m.size;
+  RING_ASSERT(m.pos >= 0 && m.pos < n && m.rankAt(m.pos) == t.rank(), "rank ", t.rank(),
+              " at position ", m.pos, " of ", n);
+  const int64_t blockBytes = countPerRank * static_cast<int64_t>(io.elemSize);
+  // The sum builds up in the output, which starts as this member's own block.
+  if (blockBytes > 0) {
+    std::memcpy(output, input + m.pos * blockBytes, static_cast<size_t>(blockBytes));
+  }
+  if (n == 1) {
+    if (io.divide) io.divide(output, io.divisor, countPerRank);
+    return;
+  }
+  reduceOwnBlockAmong(t, m, input, blockBytes, output, countPerRank, io, fp, ctx);
 }
 
 }  // namespace ring

@@ -66,4 +66,13 @@ void directAllGatherAmong(Transport& t, const DirectMembers& m, const void* inpu
                           int64_t countPerRank, size_t elemSize, const Fingerprint& fp,
                           const WaitContext& ctx);
 
+// Among `m` (the inter-host phase of the two-level reduce_scatter): `input` holds m.size blocks
+// of countPerRank elements, block i for member i; output = the sum of every member's block
+// m.pos, combined in member order 0, 1, ..., size-1 (combineInPositionOrder), then io.divide.
+// Each member sends block i to member i only (not its whole input): m.size-1 blocks per rank,
+// what the direct all_gather sends. In slices of the links' capacity, each a round of its own.
+void directReduceScatterAmong(Transport& t, const DirectMembers& m, const char* input,
+                              char* output, int64_t countPerRank, const PlanBuffers& io,
+                              const Fingerprint& fp, const WaitContext& ctx);
+
 }  // namespace ring

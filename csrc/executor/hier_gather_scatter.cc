@@ -60,8 +60,9 @@ void hierAllGather(Transport& t, const HostLayout& layout, const void* input, vo
 }
 
 void hierReduceScatter(Transport& t, const HostLayout& layout, int64_t countPerRank,
-                       int64_t sliceElems, const PlanBuffers& io, std::vector<char>* staging,
-                       const Fingerprint& fp, const WaitContext& ctx) {
+                       int64_t sliceElems, bool directBetween, const PlanBuffers& io,
+                       std::vector<char>* staging, const Fingerprint& fp,
+                       const WaitContext& ctx) {
   const Place p = placeOf(layout, t.rank());
   const int n = p.hosts * p.localRanks;
   const int64_t blockBytes = countPerRank * static_cast<int64_t>(io.elemSize);
@@ -84,11 +85,16 @@ void hierReduceScatter(Transport& t, const HostLayout& layout, int64_t countPerR
                      within, fp, ctx);
     hostSum = sum;
   }
+  const std::vector<int> peers = ranksOfLocalIndex(layout, p.local);
+  if (directBetween) {
+    directReduceScatterAmong(t, DirectMembers{peers.data(), p.hosts, p.host}, hostSum,
+                             io.output, countPerRank, io, fp, ctx);
+    return;
+  }
   PlanBuffers between = io;
   between.input = hostSum;
-  runRingPlanAmong(t, ranksOfLocalIndex(layout, p.local), p.host,
-                   planReduceScatter(p.hosts, p.host, countPerRank, sliceElems), between, fp,
-                   ctx);
+  runRingPlanAmong(t, peers, p.host, planReduceScatter(p.hosts, p.host, countPerRank, sliceElems),
+                   between, fp, ctx);
 }
 
 }  // namespace ring

@@ -15,11 +15,11 @@
 //
 // reduce_scatter, the mirror image: the input copied into the same order; (1) inside each
 // host, a ring reduce_scatter of blocks of H parts: local rank j gets its host's sum of the
-// parts of local index j; (2) between hosts, a ring reduce_scatter of those among the ranks
-// of local index j: each ends with its own part summed over the group. AVG divides once, in
-// (2). Each element is reduced in the host ring's order, then the hosts' ring's: the same
-// order wherever the call runs, a different one from the flat ring's (so the plan is in the
-// fingerprint, like all_reduce's).
+// parts of local index j; (2) between hosts, a ring reduce_scatter (or one direct round, for
+// small parts) of those among the ranks of local index j: each ends with its own part summed
+// over the group. AVG divides once, in (2). Each element is reduced in the host ring's order,
+// then the hosts' ring's (or in host order): the same order wherever the call runs, a
+// different one from the flat ring's (so the plan is in the fingerprint, like all_reduce's).
 #pragma once
 
 #include <cstdint>
@@ -39,9 +39,13 @@ void hierAllGather(Transport& t, const HostLayout& layout, const void* input, vo
                    std::vector<char>* staging, const Fingerprint& fp, const WaitContext& ctx);
 
 // io.input: size * countPerRank elements (not modified), io.output: countPerRank; io.combine
-// and io.divide as for the ring plans. `staging` is resized to (size + hosts) parts and reused.
+// and io.divide as for the ring plans. `directBetween`: phase 2 in one direct round (each rank
+// sends each other host's rank of its local index that one's part, and sums the H parts in
+// host order: executor/direct_collectives.h) instead of a ring. `staging` is resized to
+// (size + hosts) parts and reused.
 void hierReduceScatter(Transport& t, const HostLayout& layout, int64_t countPerRank,
-                       int64_t sliceElems, const PlanBuffers& io, std::vector<char>* staging,
-                       const Fingerprint& fp, const WaitContext& ctx);
+                       int64_t sliceElems, bool directBetween, const PlanBuffers& io,
+                       std::vector<char>* staging, const Fingerprint& fp,
+                       const WaitContext& ctx);
 
 }  // namespace ring

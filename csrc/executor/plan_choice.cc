@@ -1,6 +1,11 @@
 #include "executor/plan_choice.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
 
 #include "common/errors.h"
 
@@ -34,6 +39,26 @@ void checkPlanSettings(const PlanSettings& s) {
   RING_USAGE_CHECK(s.rdBytes >= 0, "ring: TORCH_RING_RD_BYTES must be >= 0, got ", s.rdBytes);
 }
 
+LinkCost parseLinkCost(const std::string& text, const char* knob, LinkCost fallback) {
+  if (text.empty()) return fallback;
+  const char* p = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  const double alpha = std::strtod(p, &end);
+  bool ok = end != p && *end == ',' && errno == 0;
+  double beta = 0;
+  if (ok) {
+    const char* b = end + 1;
+    beta = std::strtod(b, &end);
+    ok = end != b && *end == '\0' && errno == 0;
+  }
+  ok = ok && std::isfinite(alpha) && std::isfinite(beta) && alpha >= 0 && beta > 0;
+  RING_USAGE_CHECK(ok, "ring: ", knob, "='", text,
+                   "' must be ALPHA_SECONDS,BYTES_PER_SECOND with a latency >= 0 and a "
+                   "bandwidth > 0, e.g. 25e-6,1.25e9 (one step over 10 GbE)");
+  return LinkCost{alpha, beta};
+}
+
 namespace {
 
 // The most hosts one round may join: what a round sends, bytes * (k - 1), within directBytes.
@@ -50,32 +75,71 @@ bool allRoundsOfTwo(const RadixSchedule& r) {
   return true;
 }
 
+// The layout as the ring prices see it: on hosts of unequal size the largest host, whose
+// shared-memory phases and shared network link take longest.
+RingShape shapeOf(const PlanSettings& s, const HostLayout& layout) {
+  RingShape shape;
+  shape.hosts = layout.hosts();
+  shape.ranksPerHost = 1;
+  for (const std::vector<int>& ranks : layout.members) {
+    shape.ranksPerHost = std::max(shape.ranksPerHost, static_cast<int>(ranks.size()));
+  }
+  shape.shm = s.shmLink;
+  shape.net = s.netLink;
+  shape.slotBytes = static_cast<double>(s.slotBytes);
+  return shape;
+}
+
+AllReduceChoice withRounds(Algorithm a, RadixSchedule rounds) {
+  AllReduceChoice c;
+  c.algorithm = a;
+  c.rounds = std::move(rounds);
+  return c;
+}
+
 }  // namespace
 
-Algorithm chooseAllReduce(const PlanSettings& s, const HostLayout& layout, int64_t bytes) {
+AllReduceChoice chooseAllReducePlan(const PlanSettings& s, const HostLayout& layout,
+                                    int64_t bytes) {
+  const int hosts = std::max(1, layout.hosts());
   switch (s.algo) {
-    case AlgoKnob::Ring: return Algorithm::Ring;
-    case AlgoKnob::HierRing: return Algorithm::HierRing;
-    case AlgoKnob::HierRd: return Algorithm::HierRd;
-    case AlgoKnob::HierRadix: return Algorithm::HierRadix;
-    case AlgoKnob::HierDirect: return Algorithm::HierDirect;
+    case AlgoKnob::Ring: return withRounds(Algorithm::Ring, {});
+    case AlgoKnob::HierRing: return withRounds(Algorithm::HierRing, {});
+    case AlgoKnob::HierRd: return withRounds(Algorithm::HierRd, doublingSchedule(hosts));
+    case AlgoKnob::HierRadix:
+      return withRounds(Algorithm::HierRadix, radixSchedule(hosts, maxRadix(s, hosts, bytes)));
+    case AlgoKnob::HierDirect: return withRounds(Algorithm::HierDirect, {});
     case AlgoKnob::Auto: break;
   }
-  const int hosts = layout.hosts();
-  if (hosts <= 1) return Algorithm::Ring;
-  if (bytes <= s.directBytes / (hosts - 1)) return Algorithm::HierDirect;
-  if (bytes > s.rdBytes) return Algorithm::HierRing;
+  if (hosts <= 1) return withRounds(Algorithm::Ring, {});
+  if (bytes <= s.directBytes / (hosts - 1)) return withRounds(Algorithm::HierDirect, {});
+  if (bytes > s.rdBytes) {
+    const RingShape shape = shapeOf(s, layout);
+    const double b = static_cast<double>(bytes);
+    return withRounds(flatAllReduceSeconds(shape, b) < twoLevelAllReduceSeconds(shape, b)
+                          ? Algorithm::Ring
+                          : Algorithm::HierRing,
+                      {});
+  }
   // Rounds of two are recursive doubling, and say so in the fingerprint.
-  return allRoundsOfTwo(radixSchedule(hosts, maxRadix(s, hosts, bytes))) ? Algorithm::HierRd
-                                                                        : Algorithm::HierRadix;
+  RadixSchedule rounds = radixSchedule(hosts, maxRadix(s, hosts, bytes));
+  const Algorithm a = allRoundsOfTwo(rounds) ? Algorithm::HierRd : Algorithm::HierRadix;
+  return withRounds(a, std::move(rounds));
 }
 
-RadixSchedule interHostSchedule(const PlanSettings& s, const HostLayout& layout, int64_t bytes,
-                                Algorithm plan) {
-  const int hosts = std::max(1, layout.hosts());
-  if (plan != Algorithm::HierRadix) return doublingSchedule(hosts);
-  return radixSchedule(hosts, maxRadix(s, hosts, bytes));
+namespace {
+
+// auto's ring for all_gather / reduce_scatter on hosts of equal size (two or more ranks each).
+Algorithm cheaperGatherRing(const PlanSettings& s, const HostLayout& layout, int64_t partBytes) {
+  if (layout.ranksPerHost() < 2) return Algorithm::Ring;
+  const RingShape shape = shapeOf(s, layout);
+  const double whole = static_cast<double>(partBytes) * shape.hosts * shape.ranksPerHost;
+  return flatAllGatherSeconds(shape, whole) < twoLevelAllGatherSeconds(shape, whole)
+             ? Algorithm::Ring
+             : Algorithm::HierRing;
 }
+
+}  // namespace
 
 Algorithm chooseAllGather(const PlanSettings& s, const HostLayout& layout, int64_t partBytes) {
   const int hosts = layout.hosts();
@@ -85,15 +149,19 @@ Algorithm chooseAllGather(const PlanSettings& s, const HostLayout& layout, int64
   if (s.algo == AlgoKnob::HierDirect) return Algorithm::HierDirect;
   if (s.algo != AlgoKnob::Auto) return Algorithm::HierRing;
   if (partBytes <= s.directBytes / (hosts - 1)) return Algorithm::HierDirect;
-  return layout.ranksPerHost() >= 2 ? Algorithm::HierRing : Algorithm::Ring;
+  return cheaperGatherRing(s, layout, partBytes);
 }
 
-Algorithm chooseReduceScatter(const PlanSettings& s, const HostLayout& layout) {
-  if (s.algo == AlgoKnob::Ring || layout.hosts() <= 1 || layout.ranksPerHost() == 0) {
+Algorithm chooseReduceScatter(const PlanSettings& s, const HostLayout& layout,
+                              int64_t partBytes) {
+  const int hosts = layout.hosts();
+  if (s.algo == AlgoKnob::Ring || hosts <= 1 || layout.ranksPerHost() == 0) {
     return Algorithm::Ring;
   }
+  if (s.algo == AlgoKnob::HierDirect) return Algorithm::HierDirect;
   if (s.algo != AlgoKnob::Auto) return Algorithm::HierRing;
-  return layout.ranksPerHost() >= 2 ? Algorithm::HierRing : Algorithm::Ring;
+  if (partBytes <= s.directBytes / (hosts - 1)) return Algorithm::HierDirect;
+  return cheaperGatherRing(s, layout, partBytes);
 }
 
 Algorithm chooseBroadcast(const PlanSettings& s, const HostLayout& layout) {
@@ -101,9 +169,23 @@ Algorithm chooseBroadcast(const PlanSettings& s, const HostLayout& layout) {
   return Algorithm::HierRing;
 }
 
+namespace {
+
+// Enough digits that two different figures never print alike.
+std::string linkText(const LinkCost& c) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.9g,%.9g", c.alphaSeconds, c.bytesPerSecond);
+  return text;
+}
+
+}  // namespace
+
 std::string settingsLine(const PlanSettings& s, const HostLayout& layout) {
   std::string line = strCat("algo=", algoKnobName(s.algo), " rd_bytes=", s.rdBytes);
-  if (layout.hosts() > 1) line += strCat(" direct_bytes=", s.directBytes);
+  if (layout.hosts() > 1) {
+    line += strCat(" direct_bytes=", s.directBytes, " shm_link=", linkText(s.shmLink),
+                   " net_link=", linkText(s.netLink));
+  }
   return line;
 }
 

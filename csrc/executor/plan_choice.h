@@ -15,7 +15,10 @@
 //                                                    k = 1 + TORCH_RING_DIRECT_BYTES / S hosts
 //                                                    between hosts (recursive doubling if the
 //                                                    schedule's rounds are all of 2)
-//   H >= 2 hosts   larger                            two levels, a ring between hosts
+//   H >= 2 hosts   larger                            the cheaper of the flat ring and two levels
+//                                                    with a ring between hosts, priced from
+//                                                    TORCH_RING_SHM_LINK / TORCH_RING_NET_LINK
+//                                                    (schedule/ring_costs.h; two levels on ties)
 //
 // The rounds' bound k keeps what one round sends, S * (k-1), within the direct round's budget:
 // the direct round is the one round of H, so the table's rows meet where the budget says. With
@@ -43,6 +46,7 @@
 #include "protocol/message_header.h"
 #include "schedule/host_layout.h"
 #include "schedule/radix_schedule.h"
+#include "schedule/ring_costs.h"
 
 namespace ring {
 
@@ -58,32 +62,50 @@ struct PlanSettings {
   AlgoKnob algo = AlgoKnob::Auto;
   int64_t rdBytes = 256 * 1024;
   int64_t directBytes = 64 * 1024;
+  // What auto prices the flat ring and two levels with, for messages past the rounds.
+  LinkCost shmLink = kDefaultShmLink;
+  LinkCost netLink = kDefaultNetLink;
+  // The group's slot: the flat ring's pipeline piece (not a knob of its own here).
+  int64_t slotBytes = 256 * 1024;
 };
 
 // Throws UsageError for a negative limit.
 void checkPlanSettings(const PlanSettings& s);
 
-// The plan of an all_reduce of `bytes` over `layout` (Algorithm::Ring, HierRing, HierRd,
-// HierRadix or HierDirect; the direct round inside one host is decided before).
-Algorithm chooseAllReduce(const PlanSettings& s, const HostLayout& layout, int64_t bytes);
+// "ALPHA_SECONDS,BYTES_PER_SECOND" (the model's --intra / --inter syntax: "25e-6,1.25e9"), or
+// empty for `fallback`. Throws UsageError naming `knob` for anything else, a negative latency
+// or a bandwidth that is not positive.
+LinkCost parseLinkCost(const std::string& text, const char* knob, LinkCost fallback);
 
-// The rounds between hosts of a two-level all_reduce of `bytes` that runs `plan` (HierRd:
-// rounds of 2; HierRadix: of up to 1 + directBytes / bytes hosts, at least 2).
-RadixSchedule interHostSchedule(const PlanSettings& s, const HostLayout& layout, int64_t bytes,
-                                Algorithm plan);
+// The plan of an all_reduce and, for rounds between hosts (HierRd, HierRadix), the rounds.
+struct AllReduceChoice {
+  Algorithm algorithm = Algorithm::Ring;
+  RadixSchedule rounds;  // HierRd: rounds of 2; HierRadix: of up to 1 + directBytes / bytes
+};
+
+// The plan of an all_reduce of `bytes` over `layout` (Algorithm::Ring, HierRing, HierRd,
+// HierRadix or HierDirect; the direct round inside one host is decided before). The rounds are
+// searched once per call, here.
+AllReduceChoice chooseAllReducePlan(const PlanSettings& s, const HostLayout& layout,
+                                    int64_t bytes);
+inline Algorithm chooseAllReduce(const PlanSettings& s, const HostLayout& layout, int64_t bytes) {
+  return chooseAllReducePlan(s, layout, bytes).algorithm;
+}
 
 // all_gather and reduce_scatter in two levels (executor/hier_gather_scatter.h) need hosts of
 // equal size; on unequal hosts they run the flat ring whatever the knob says.
 //   group                         plan (auto)
 //   one host, or unequal hosts    flat ring (or the direct round inside one host)
-//   all_gather, part P bytes, P * (H-1) <= TORCH_RING_DIRECT_BYTES   two levels, direct between
-//   else, hosts of 2+ ranks       two levels, a ring between hosts
+//   part P bytes, P * (H-1) <= TORCH_RING_DIRECT_BYTES   two levels, direct between
+//   else, hosts of 2+ ranks       the cheaper of the flat ring and two levels with a ring
+//                                 between hosts (schedule/ring_costs.h; two levels on ties)
 //   else (one rank per host)      flat ring (two levels would be the same ring)
 // hier_rd and hier_radix pick the ring between hosts (their rounds are all_reduce's only),
-// hier_direct the direct round for all_gather at any size (reduce_scatter has no direct round:
-// a ring).
+// hier_direct the direct round at any size. Each of the H-1 messages of a direct round is one
+// part: the same budget as the direct round of all_gather and all_reduce.
+// `partBytes`: one rank's part (the all_gather's input, the reduce_scatter's output).
 Algorithm chooseAllGather(const PlanSettings& s, const HostLayout& layout, int64_t partBytes);
-Algorithm chooseReduceScatter(const PlanSettings& s, const HostLayout& layout);
+Algorithm chooseReduceScatter(const PlanSettings& s, const HostLayout& layout, int64_t partBytes);
 
 // broadcast: a chain around the ring that visits the hosts one after the other (host_layout.h's
 // hostMajorRing: the network crossed at most H times wherever the ranks sit) unless the knob
@@ -91,9 +113,10 @@ Algorithm chooseReduceScatter(const PlanSettings& s, const HostLayout& layout);
 Algorithm chooseBroadcast(const PlanSettings& s, const HostLayout& layout);
 
 // "algo=auto rd_bytes=262144": what set-up publishes and compares between ranks; in a group of
-// several hosts " direct_bytes=65536" too, because there it bounds the rounds between hosts,
-// and ranks whose rounds differ would exchange with other partners under the same fingerprint
-// (a timeout or, worse, partial sums taken for whole ones). On one host it is not compared:
+// several hosts " direct_bytes=65536 shm_link=2e-06,1e+10 net_link=2.5e-05,1.25e+09" too,
+// because there they bound the rounds between hosts and price the rings, and ranks whose
+// rounds differ would exchange with other partners under the same fingerprint (a timeout or,
+// worse, partial sums taken for whole ones). On one host it is not compared:
 // ranks that differ there run plans whose first messages carry different fingerprints (direct
 // or not), a mismatch error on every rank (tests/cpp/test_direct_collectives.cc).
 std::string settingsLine(const PlanSettings& s, const HostLayout& layout);

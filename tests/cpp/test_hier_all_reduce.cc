@@ -283,6 +283,64 @@ TEST(TwoLevelAllReduce, RoundsOfSeveralHostsOnManyHosts) {
   }
 }
 
+// Past the rounds, auto takes the cheaper of the flat ring and two levels at the links' prices
+// (schedule/ring_costs.h). 2 hosts of 2, 16 KiB, 256-byte slots:
+//   the network as fast as shared memory (no latency, 1e9 B/s both): flat 16 loops x 6 hops x
+//   256 B = 24.6 us; two levels 2 x 8 KiB + 2 x 4 KiB at 1e9 / 2 = 32.8 us: the flat ring;
+//   the default links (10 GbE): the flat ring pays 25 us on each of 3 + 15 x 6 network hops,
+//   two levels on 2 of them: two levels.
+// Each rank then holds the bits of the plan it names: the same as a job forced to that plan.
+TEST(TwoLevelAllReduce, AutoTakesTheRingItPricesLowerAndRunsIt) {
+  const Layout l{"2x2", {0, 0, 1, 1}};
+  const int64_t count = 4096;
+  auto value = [](int r, int64_t i) {
+    std::mt19937 g(static_cast<unsigned>(r * 131 + i));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    return u(g) * (i % 5 == 0 ? 1.0e6f : 1.0f);
+  };
+  auto run = [&](const std::string& algo, const std::string& link, Algorithm want) {
+    std::vector<std::vector<uint64_t>> digest(4);
+    MemoryStore store;
+    auto out = runRanks(4, [&](int rank) {
+      CommOptions o = hostOptions(l, rank, algo);
+      o.shmLink = link;
+      o.netLink = link;
+      Communicator comm(store, rank, 4, o);
+      if (comm.allReducePlan(count * 4) != want) {
+        throw std::runtime_error(strCat("plan ", static_cast<int>(comm.allReducePlan(count * 4))));
+      }
+      std::vector<float> x(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) x[static_cast<size_t>(i)] = value(rank, i);
+      comm.allReduce(x.data(), count, DType::Float32, RedOp::Sum, 1.0, call(0));
+      checkWithinFloatBound(x, 4, value, "");
+      digest[static_cast<size_t>(rank)].push_back(
+          fingerprintBytes(x.data(), x.size() * sizeof(float)));
+    });
+    expectOkAndTheSameBits(out, digest, strCat(algo, " with links '", link, "'"));
+    return digest[0];
+  };
+  const auto flat = run("ring", "", Algorithm::Ring);
+  const auto twoLevels = run("hier_ring", "", Algorithm::HierRing);
+  ASSERT_NE(flat, twoLevels) << "the two plans add in different orders; the check needs both";
+  EXPECT_EQ(run("auto", "0,1e9", Algorithm::Ring), flat);
+  EXPECT_EQ(run("auto", "", Algorithm::HierRing), twoLevels);
+}
+
+TEST(TwoLevelAllReduce, RanksWithDifferentLinkPricesFailAtSetUpNamingTheKnob) {
+  const Layout l{"2x2", {0, 0, 1, 1}};
+  MemoryStore store;
+  auto out = runRanks(4, [&](int rank) {
+    CommOptions o = hostOptions(l, rank, "auto");
+    if (rank == 3) o.netLink = "1e-3,1e8";
+    Communicator comm(store, rank, 4, o);
+  });
+  for (int r = 0; r < 4; ++r) {
+    const std::string m = out[static_cast<size_t>(r)].message();
+    EXPECT_NE(m.find("TORCH_RING_NET_LINK"), std::string::npos) << "rank " << r << ": " << m;
+    EXPECT_NE(m.find("net_link=0.001,100000000"), std::string::npos) << "rank " << r << ": " << m;
+  }
+}
+
 TEST(TwoLevelAllReduce, RanksWithDifferentPlansFailAtSetUpNamingTheKnob) {
   const Layout l{"2x2", {0, 0, 1, 1}};
   MemoryStore store;

@@ -64,9 +64,11 @@ Algorithm expectedGatherPlan(const std::string& algo, const Shape& s, int64_t pa
   return s.perHost >= 2 ? Algorithm::HierRing : Algorithm::Ring;
 }
 
-Algorithm expectedScatterPlan(const std::string& algo, const Shape& s) {
+Algorithm expectedScatterPlan(const std::string& algo, const Shape& s, int64_t partBytes) {
   if (algo == "ring" || s.perHost == 0) return Algorithm::Ring;
+  if (algo == "hier_direct") return Algorithm::HierDirect;
   if (algo != "auto") return Algorithm::HierRing;
+  if (partBytes * (s.hosts - 1) <= 1024) return Algorithm::HierDirect;
   return s.perHost >= 2 ? Algorithm::HierRing : Algorithm::Ring;
 }
 
@@ -147,13 +149,15 @@ TEST_P(EveryGatherScatterPlan, ReduceScatterGivesRankRTheReductionOfBlockR) {
   onEveryLayout(algo, [&](Communicator& comm, const Shape& shape) {
       const int rank = comm.rank();
       const int n = comm.size();
-      if (comm.reduceScatterPlan() != expectedScatterPlan(algo, shape)) {
-        throw std::runtime_error(strCat("reduce_scatter plan ",
-                                        static_cast<int>(comm.reduceScatterPlan())));
-      }
       uint64_t seq = 0;
       for (const auto& [t, op] : cases) {
         for (int64_t count : {0, 1, 5, 300, 1001}) {
+          const int64_t part = count * static_cast<int64_t>(elementSize(t));
+          if (comm.reduceScatterPlan(part) != expectedScatterPlan(algo, shape, part)) {
+            throw std::runtime_error(strCat("reduce_scatter plan ",
+                                            static_cast<int>(comm.reduceScatterPlan(part)),
+                                            " for ", part, " bytes"));
+          }
           // Element g of the input is element g % count of block g / count.
           auto input = buffer(t, count * n, [&](int64_t g) { return inputFor(t, op, rank, g); });
           const auto untouched = input;
@@ -280,7 +284,7 @@ TEST(TwoLevelPlans, SendWhereThePlanSays) {
   };
   for (const Expect& e : {Expect{"ring", flat, flat, flatChain},
                           Expect{"hier_ring", twoLevels, twoLevels, hostChain},
-                          Expect{"hier_direct", direct, twoLevels, hostChain}}) {
+                          Expect{"hier_direct", direct, direct, hostChain}}) {
     const int n = 6;
     std::vector<Peers> got(static_cast<size_t>(n));
     MemoryStore store;
@@ -315,26 +319,28 @@ TEST(TwoLevelPlans, SendWhereThePlanSays) {
 // ranks were counted, and how often. (A plan that counted two ranks twice and two not at all
 // can keep the sum of linear inputs; not of these.)
 TEST(TwoLevelReduceScatter, CountsEveryRankOnce) {
-  for (const Layout& l : {layouts()[0], layouts()[1], layouts()[2], layouts()[3]}) {
-    const int n = static_cast<int>(l.hostOf.size());
-    const int64_t count = 97;
-    MemoryStore store;
-    auto out = runRanks(n, [&](int rank) {
-      Communicator comm(store, rank, n, hostOptions(l, rank, "hier_ring"));
-      std::vector<int64_t> x(static_cast<size_t>(count * n)), y(static_cast<size_t>(count));
-      for (int64_t g = 0; g < count * n; ++g) {
-        x[static_cast<size_t>(g)] = (int64_t{1} << rank) + g * 4096;
-      }
-      comm.reduceScatter(x.data(), y.data(), count, DType::Int64, RedOp::Sum, 1.0, call(0));
-      for (int64_t i = 0; i < count; ++i) {
-        const int64_t want = ((int64_t{1} << n) - 1) + n * (rank * count + i) * 4096;
-        if (y[static_cast<size_t>(i)] != want) {
-          throw std::runtime_error(strCat("element ", i, ": ", y[static_cast<size_t>(i)],
-                                          ", expected ", want));
+  for (const std::string algo : {"hier_ring", "hier_direct"}) {
+    for (const Layout& l : {layouts()[0], layouts()[1], layouts()[2], layouts()[3]}) {
+      const int n = static_cast<int>(l.hostOf.size());
+      const int64_t count = 97;
+      MemoryStore store;
+      auto out = runRanks(n, [&](int rank) {
+        Communicator comm(store, rank, n, hostOptions(l, rank, algo));
+        std::vector<int64_t> x(static_cast<size_t>(count * n)), y(static_cast<size_t>(count));
+        for (int64_t g = 0; g < count * n; ++g) {
+          x[static_cast<size_t>(g)] = (int64_t{1} << rank) + g * 4096;
         }
-      }
-    });
-    expectEveryRankOk(out, l.name);
+        comm.reduceScatter(x.data(), y.data(), count, DType::Int64, RedOp::Sum, 1.0, call(0));
+        for (int64_t i = 0; i < count; ++i) {
+          const int64_t want = ((int64_t{1} << n) - 1) + n * (rank * count + i) * 4096;
+          if (y[static_cast<size_t>(i)] != want) {
+            throw std::runtime_error(strCat("element ", i, ": ", y[static_cast<size_t>(i)],
+                                            ", expected ", want));
+          }
+        }
+      });
+      expectEveryRankOk(out, strCat(algo, " on ", l.name));
+    }
   }
 }
 

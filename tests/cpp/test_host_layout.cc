@@ -228,17 +228,19 @@ TEST(PlanChoice, TheTableOfPlanChoiceH) {
   const HostLayout eight = layoutFromGroups({0, 1, 2, 3, 4, 5, 6, 7});
   EXPECT_EQ(chooseAllReduce(s, eight, 42), Algorithm::HierDirect);  // 42 x 7 <= 300
   EXPECT_EQ(chooseAllReduce(s, eight, 43), Algorithm::HierRadix);
-  EXPECT_EQ(interHostSchedule(s, eight, 60, Algorithm::HierRadix).radices,
+  EXPECT_EQ(chooseAllReducePlan(s, eight, 60).rounds.radices,
             (std::vector<int>{4, 2}));
   EXPECT_EQ(chooseAllReduce(s, eight, 100), Algorithm::HierRadix);
   EXPECT_EQ(chooseAllReduce(s, eight, 101), Algorithm::HierRd);
-  EXPECT_EQ(interHostSchedule(s, eight, 101, Algorithm::HierRd).radices,
+  EXPECT_EQ(chooseAllReducePlan(s, eight, 101).rounds.radices,
             (std::vector<int>{2, 2, 2}));
   EXPECT_EQ(chooseAllReduce(s, eight, 1000), Algorithm::HierRd);
   EXPECT_EQ(chooseAllReduce(s, eight, 1001), Algorithm::HierRing);
   // Compared at set-up only where it bounds the rounds between hosts.
   EXPECT_EQ(settingsLine(s, one), "algo=auto rd_bytes=1000");
-  EXPECT_EQ(settingsLine(s, eight), "algo=auto rd_bytes=1000 direct_bytes=300");
+  EXPECT_EQ(settingsLine(s, eight),
+            "algo=auto rd_bytes=1000 direct_bytes=300 shm_link=2e-06,1e+10 "
+            "net_link=2.5e-05,1.25e+09");
   EXPECT_EQ(chooseAllReduce(s, two, 1001), Algorithm::HierRing);
   s.algo = AlgoKnob::Ring;
   EXPECT_EQ(chooseAllReduce(s, two, 10), Algorithm::Ring);
@@ -250,13 +252,99 @@ TEST(PlanChoice, TheTableOfPlanChoiceH) {
   EXPECT_EQ(chooseAllReduce(s, two, 1 << 20), Algorithm::HierDirect);
   s.algo = AlgoKnob::HierRadix;
   EXPECT_EQ(chooseAllReduce(s, two, 1 << 20), Algorithm::HierRadix);
-  EXPECT_EQ(interHostSchedule(s, eight, 1 << 20, Algorithm::HierRadix).radices,
+  EXPECT_EQ(chooseAllReducePlan(s, eight, 1 << 20).rounds.radices,
             (std::vector<int>{2, 2, 2}));
-  EXPECT_EQ(interHostSchedule(s, eight, 10, Algorithm::HierRadix).radices,
+  EXPECT_EQ(chooseAllReducePlan(s, eight, 10).rounds.radices,
             (std::vector<int>{8}));
   EXPECT_THROW(parseAlgoKnob("tree"), UsageError);
   for (const char* word : {"auto", "ring", "hier_ring", "hier_rd", "hier_radix", "hier_direct"}) {
     EXPECT_STREQ(algoKnobName(parseAlgoKnob(word)), word);
+  }
+}
+
+// Past the rounds, auto takes the cheaper of the flat ring and two levels
+// (schedule/ring_costs.h). Links with no latency, shared memory at 1e10 B/s and the network at
+// 1e9, 1 MB slots, a 128 MB all_reduce, worked by hand:
+//   4 hosts of 8 (n = 32): flat, 62 hops of 4 MB pieces cut into 4 loops of 1 MB: the chain
+//     7.75 x 1 ms + 54.25 x 0.1 ms plus 3 loops x 62 x 1 ms = 0.199 s, under the slowest
+//     link's 4 x 62 x 1 MB = 0.248 s, so 0.248 s; two levels 14 x 1.6 ms (16 MB per shared-
+//     memory step) + 6 x 32 ms (4 MB at 1e9 / 8) = 0.2144 s: two levels.
+//   16 hosts of 8 (n = 128): flat 254 x 1 MB / 1e9 = 0.254 s; two levels 0.0224 + 30 x 8 ms =
+//     0.2624 s: the flat ring (past beta_shm / beta_net = 10 hosts two levels lose).
+// all_gather of the same 128 MB: 4 x 8 flat 4 x 31 x 1 MB = 0.124 s against 3 x 32 ms + 7 x
+// 1.6 ms = 0.1072 s; 16 x 8 flat 127 ms against 15 x 8 + 11.2 ms = 131.2 ms.
+TEST(PlanChoice, LargeMessagesTakeTheCheaperRingByItsPrice) {
+  PlanSettings s;
+  s.shmLink = LinkCost{0, 1e10};
+  s.netLink = LinkCost{0, 1e9};
+  s.slotBytes = 1000000;
+  std::vector<int> fourOfEight, sixteenOfEight;
+  for (int r = 0; r < 32; ++r) fourOfEight.push_back(r / 8);
+  for (int r = 0; r < 128; ++r) sixteenOfEight.push_back(r / 8);
+  const HostLayout four = layoutFromGroups(fourOfEight);
+  const HostLayout sixteen = layoutFromGroups(sixteenOfEight);
+  RingShape shape;
+  shape.ranksPerHost = 8;
+  shape.shm = s.shmLink;
+  shape.net = s.netLink;
+  shape.slotBytes = 1e6;
+  shape.hosts = 4;
+  EXPECT_NEAR(flatAllReduceSeconds(shape, 128e6), 0.248, 1e-12);
+  EXPECT_NEAR(twoLevelAllReduceSeconds(shape, 128e6), 0.2144, 1e-12);
+  EXPECT_NEAR(flatAllGatherSeconds(shape, 128e6), 0.124, 1e-12);
+  EXPECT_NEAR(twoLevelAllGatherSeconds(shape, 128e6), 0.1072, 1e-12);
+  shape.hosts = 16;
+  EXPECT_NEAR(flatAllReduceSeconds(shape, 128e6), 0.254, 1e-12);
+  EXPECT_NEAR(twoLevelAllReduceSeconds(shape, 128e6), 0.2624, 1e-12);
+  EXPECT_NEAR(flatAllGatherSeconds(shape, 128e6), 0.127, 1e-12);
+  EXPECT_NEAR(twoLevelAllGatherSeconds(shape, 128e6), 0.1312, 1e-12);
+  // With latency the flat ring's chain shows: 2 hosts of 2, 4 MB, alphas 1 us and 10 us:
+  // flat max(3 x 1.01 ms + 3 x 0.101 ms, 6 ms) = 6 ms; two levels 2 x 0.201 + 2 x 2.01 ms.
+  RingShape small = shape;
+  small.hosts = 2;
+  small.ranksPerHost = 2;
+  small.shm = LinkCost{1e-6, 1e10};
+  small.net = LinkCost{1e-5, 1e9};
+  EXPECT_NEAR(flatAllReduceSeconds(small, 4e6), 6e-3, 1e-15);
+  EXPECT_NEAR(twoLevelAllReduceSeconds(small, 4e6), 4.422e-3, 1e-15);
+
+  const int64_t bytes = 128000000;
+  EXPECT_EQ(chooseAllReduce(s, four, bytes), Algorithm::HierRing);
+  EXPECT_EQ(chooseAllReduce(s, sixteen, bytes), Algorithm::Ring);
+  EXPECT_EQ(chooseAllGather(s, four, bytes / 32), Algorithm::HierRing);
+  EXPECT_EQ(chooseAllGather(s, sixteen, bytes / 128), Algorithm::Ring);
+  EXPECT_EQ(chooseReduceScatter(s, four, bytes / 32), Algorithm::HierRing);
+  EXPECT_EQ(chooseReduceScatter(s, sixteen, bytes / 128), Algorithm::Ring);
+  // Only past the rounds: at TORCH_RING_RD_BYTES the rounds stay whatever the prices say.
+  EXPECT_EQ(chooseAllReduce(s, sixteen, s.rdBytes), Algorithm::HierRd);
+  // The knobs still force a plan.
+  s.algo = AlgoKnob::HierRing;
+  EXPECT_EQ(chooseAllReduce(s, sixteen, bytes), Algorithm::HierRing);
+  EXPECT_EQ(chooseReduceScatter(s, sixteen, bytes / 128), Algorithm::HierRing);
+  // The default links (10 GbE): two levels on 4 hosts of 8 at 64 MiB, the flat ring on 16
+  // (the model's table, docs/scale.md).
+  PlanSettings byDefault;
+  EXPECT_EQ(chooseAllReduce(byDefault, four, 64 << 20), Algorithm::HierRing);
+  EXPECT_EQ(chooseAllReduce(byDefault, sixteen, 64 << 20), Algorithm::Ring);
+}
+
+TEST(PlanChoice, LinkCostsParseOrNameTheKnob) {
+  const LinkCost c = parseLinkCost("25e-6,1.25e9", "TORCH_RING_NET_LINK", kDefaultShmLink);
+  EXPECT_DOUBLE_EQ(c.alphaSeconds, 25e-6);
+  EXPECT_DOUBLE_EQ(c.bytesPerSecond, 1.25e9);
+  const LinkCost unset = parseLinkCost("", "TORCH_RING_NET_LINK", kDefaultNetLink);
+  EXPECT_DOUBLE_EQ(unset.alphaSeconds, kDefaultNetLink.alphaSeconds);
+  EXPECT_DOUBLE_EQ(unset.bytesPerSecond, kDefaultNetLink.bytesPerSecond);
+  for (const char* bad : {"25e-6", "25e-6,", ",1e9", "a,b", "-1e-6,1e9", "1e-6,0", "1e-6,-5",
+                          "1e-6,1e9x", "1e-6,inf", "nan,1e9", "1e-6;1e9"}) {
+    try {
+      parseLinkCost(bad, "TORCH_RING_SHM_LINK", kDefaultShmLink);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(strCat("TORCH_RING_SHM_LINK='", bad, "'")),
+                std::string::npos)
+          << e.what();
+    }
   }
 }
 
@@ -289,20 +377,24 @@ TEST(PlanChoice, TheGatherScatterAndBroadcastRowsOfPlanChoiceH) {
   EXPECT_EQ(chooseAllGather(s, twoOfTwo, 301), Algorithm::HierRing);
   EXPECT_EQ(chooseAllGather(s, fourOfOne, 100), Algorithm::HierDirect);  // 100 x 3 <= 300
   EXPECT_EQ(chooseAllGather(s, fourOfOne, 101), Algorithm::Ring);  // the same ring
-  EXPECT_EQ(chooseReduceScatter(s, twoOfTwo), Algorithm::HierRing);
-  EXPECT_EQ(chooseReduceScatter(s, fourOfOne), Algorithm::Ring);
-  EXPECT_EQ(chooseReduceScatter(s, uneven), Algorithm::Ring);
+  EXPECT_EQ(chooseReduceScatter(s, twoOfTwo, 300), Algorithm::HierDirect);  // as all_gather
+  EXPECT_EQ(chooseReduceScatter(s, twoOfTwo, 301), Algorithm::HierRing);
+  EXPECT_EQ(chooseReduceScatter(s, fourOfOne, 100), Algorithm::HierDirect);
+  EXPECT_EQ(chooseReduceScatter(s, twoOfTwo, 1000), Algorithm::HierRing);
+  EXPECT_EQ(chooseReduceScatter(s, fourOfOne, 1000), Algorithm::Ring);
+  EXPECT_EQ(chooseReduceScatter(s, uneven, 1000), Algorithm::Ring);
   EXPECT_EQ(chooseBroadcast(s, one), Algorithm::Ring);
   EXPECT_EQ(chooseBroadcast(s, uneven), Algorithm::HierRing);
   s.algo = AlgoKnob::HierDirect;
   EXPECT_EQ(chooseAllGather(s, twoOfTwo, 1 << 20), Algorithm::HierDirect);
   EXPECT_EQ(chooseAllGather(s, uneven, 10), Algorithm::Ring);
-  EXPECT_EQ(chooseReduceScatter(s, fourOfOne), Algorithm::HierRing);
+  EXPECT_EQ(chooseReduceScatter(s, fourOfOne, 1000), Algorithm::HierDirect);
+  EXPECT_EQ(chooseReduceScatter(s, uneven, 10), Algorithm::Ring);
   s.algo = AlgoKnob::HierRd;
   EXPECT_EQ(chooseAllGather(s, twoOfTwo, 10), Algorithm::HierRing);
   s.algo = AlgoKnob::Ring;
   EXPECT_EQ(chooseAllGather(s, twoOfTwo, 10), Algorithm::Ring);
-  EXPECT_EQ(chooseReduceScatter(s, twoOfTwo), Algorithm::Ring);
+  EXPECT_EQ(chooseReduceScatter(s, twoOfTwo, 1000), Algorithm::Ring);
   EXPECT_EQ(chooseBroadcast(s, twoOfTwo), Algorithm::Ring);
 }
 

@@ -270,12 +270,23 @@ def scenario_cleanup():
 def scenario_setup_failure():
     # Rank 1's set-up fails (a bad setting) with a long timeout on both: rank 0 must learn it
     # from rank 1's notice in the store, not wait for the timeout.
-    rank = int(os.environ["RANK"])
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if rank == 1:
         name, value = os.environ.get("RING_TEST_BAD_SETTING", "TORCH_RING_TRANSPORT=bogus").split("=")
         os.environ[name] = value
-    err, msg, took = run_and_capture(lambda: init())
+    # The store outlives a failed init, as torchrun's agent store does: with env://, rank 0's
+    # store went down with rank 0 when rank 0 failed first (a setting compared at set-up fails
+    # on every rank), and rank 1 then saw the store vanish instead of either failure.
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world,
+                          rank == 0, timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    err, msg, took = run_and_capture(lambda: dist.init_process_group(
+        "ring", store=store, rank=rank, world_size=world,
+        timeout=datetime.timedelta(seconds=TIMEOUT_S)))
     report(rank=rank, error=err, message=msg, elapsed=took)
+    if err is not None and rank == 0:
+        # Rank 0 hosts the store here (no torchrun agent): stay until the others have read
+        # what they need from it.
+        time.sleep(5)
     os._exit(0)
 
 

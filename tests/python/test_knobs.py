@@ -103,3 +103,14 @@ def test_an_unknown_all_reduce_plan_fails_set_up_by_name():
     assert "TORCH_RING_ALGO='tree' must be auto, ring, hier_ring, hier_rd, hier_radix or hier_direct" in \
         results[1]["message"], results[1]
     assert "rank 1 failed to set up" in results[0]["message"], results[0]
+
+
+def test_a_malformed_link_price_fails_set_up_by_name():
+    # TORCH_RING_NET_LINK prices the rings auto chooses between (schedule/ring_costs.h); a value
+    # that is not ALPHA_SECONDS,BYTES_PER_SECOND is an error at set-up, not a silent default.
+    run = run_scenario("setup_failure", 2, timeout_s=120.0,
+                       extra_env={"RING_TEST_BAD_SETTING": "TORCH_RING_NET_LINK=10GbE"})
+    results = run.by_rank()
+    assert "TORCH_RING_NET_LINK='10GbE' must be ALPHA_SECONDS,BYTES_PER_SECOND" in \
+        results[1]["message"], results[1]
+    assert "rank 1 failed to set up" in results[0]["message"], results[0]

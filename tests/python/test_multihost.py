@@ -6,7 +6,7 @@ over the same ranks, once on a clean link and once under netem delay and loss, w
 on host B knocks on every address a ring listened on during set-up: the listeners are closed
 once the links are up, so every knock must be refused, and the job goes on. (Strangers during
 set-up - wrong key, wrong source address, duplicates, floods - are tested in
-tests/cpp/test_tcp_transport.cc.) The ranks log to per-rank files (TORCH_RING_DEBUG_FILE).
+tests/cpp/test_tcp_strangers.cc.) The ranks log to per-rank files (TORCH_RING_DEBUG_FILE).
 
 Needs root (ip netns; tc netem, or /dev/net/tun for link_emulator.py where the kernel has no
 netem); skipped with the reason where namespaces cannot be created.

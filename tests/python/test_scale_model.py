@@ -17,7 +17,8 @@ import pytest
 
 from torch_ring_backend.bench.model import (auto_plan, best_plan, compare, flat_gather, flat_ring,
                                             hier_direct, hier_direct_gather, hier_radix, hier_rd,
-                                            hier_ring, hier_ring_gather, radix_schedule)
+                                            hier_ring, hier_ring_gather, radix_schedule,
+                                            PLANS_OF)
 
 KiB, MiB = 1024, 1024 * 1024
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -96,6 +97,38 @@ def test_auto_runs_the_radix_rounds_between_the_direct_round_and_doubling():
     assert auto_plan(MiB, 128) == "hier-ring"
 
 
+def test_auto_takes_the_cheaper_ring_past_the_rounds():
+    # The case tests/cpp/test_host_layout.cc works by hand for csrc/schedule/ring_costs.h (so
+    # both sides are pinned to the same figures): no latency, shared memory 1e10 B/s, network
+    # 1e9 B/s, 1 MB slots, 128 MB. 4 hosts of 8: flat 4 loops x 62 hops x 1 MB at 1e9 = 0.248 s,
+    # two levels 14 x 1.6 ms + 6 x 32 ms = 0.2144 s; 16 hosts of 8: flat 254 x 1 ms = 0.254 s,
+    # two levels 0.0224 + 30 x 8 ms = 0.2624 s.
+    intra, inter, slot = (0.0, 1e10), (0.0, 1e9), 1e6
+    assert flat_ring(128e6, 4, 8, intra, inter, slot) == pytest.approx(0.248, abs=1e-12)
+    assert hier_ring(128e6, 4, 8, intra, inter) == pytest.approx(0.2144, abs=1e-12)
+    assert flat_ring(128e6, 16, 8, intra, inter, slot) == pytest.approx(0.254, abs=1e-12)
+    assert hier_ring(128e6, 16, 8, intra, inter) == pytest.approx(0.2624, abs=1e-12)
+    assert flat_gather(128e6, 4, 8, intra, inter, slot) == pytest.approx(0.124, abs=1e-12)
+    assert hier_ring_gather(128e6, 4, 8, intra, inter) == pytest.approx(0.1072, abs=1e-12)
+    assert flat_gather(128e6, 16, 8, intra, inter, slot) == pytest.approx(0.127, abs=1e-12)
+    assert hier_ring_gather(128e6, 16, 8, intra, inter) == pytest.approx(0.1312, abs=1e-12)
+    for collective in ("all_reduce", "all_gather", "reduce_scatter"):
+        assert auto_plan(128e6, 4, 8, collective, intra, inter, slot) == "hier-ring"
+        assert auto_plan(128e6, 16, 8, collective, intra, inter, slot) == "flat"
+    # At the links, 64 MiB: two levels on 4 hosts of 8, the flat ring on 16 (the goal
+    # "large messages at least the flat ring's busbw" at scale).
+    assert auto_plan(64 * MiB, 4, 8) == "hier-ring"
+    assert auto_plan(64 * MiB, 16, 8) == "flat"
+    assert auto_plan(64 * MiB, 128, 8) == "flat"
+    # Wherever auto leaves the rounds, it is never slower than the flat ring in the model.
+    for hosts in (2, 4, 8, 16, 32, 128):
+        for size in (512 * KiB, MiB, 16 * MiB, 64 * MiB, 256 * MiB):
+            plan = auto_plan(size, hosts, 8)
+            assert PLANS_OF["all_reduce"][plan](size, hosts, 8) <= flat_ring(size, hosts, 8)
+    # Only past the rounds: at TORCH_RING_RD_BYTES the rounds stay.
+    assert auto_plan(256 * KiB, 16, 8, "all_reduce", intra, inter, slot) == "hier-rd"
+
+
 def test_bandwidth_terms_and_the_shared_network_link():
     intra, inter = (0.0, 100.0), (0.0, 10.0)  # bandwidth only
     # Flat ring of 4 ranks on one host: 6 steps of S/4.
@@ -120,9 +153,14 @@ def test_gather_and_scatter_step_counts_in_closed_form():
     assert hier_direct_gather(800, 4, 2, intra, inter) == pytest.approx(60 + 4)
     # What auto runs (plan_choice.h): a part of 1 KiB x 3 hosts within 64 KiB is direct.
     assert auto_plan(8 * KiB, 4, 2, "all_gather") == "hier-direct"
-    assert auto_plan(MiB, 4, 2, "all_gather") == "hier-ring"
+    # Past it, the cheaper ring at the links: 1 MiB on 4 x 2 flat, 16 MiB two levels.
+    assert auto_plan(MiB, 4, 2, "all_gather") == "flat"
+    assert auto_plan(16 * MiB, 4, 2, "all_gather") == "hier-ring"
     assert auto_plan(MiB, 4, 1, "all_gather") == "flat"
-    assert auto_plan(4 * KiB, 4, 2, "reduce_scatter") == "hier-ring"
+    # reduce_scatter has the same direct round between hosts, at the same budget.
+    assert auto_plan(4 * KiB, 4, 2, "reduce_scatter") == "hier-direct"
+    assert auto_plan(MiB, 4, 2, "reduce_scatter") == "flat"
+    assert best_plan(4 * KiB, 128, 8, collective="reduce_scatter")[0] == "hier-direct"
     assert best_plan(4 * KiB, 128, 8, collective="all_gather")[0] == "hier-direct"
 
 
@@ -136,8 +174,10 @@ def test_compare_prices_the_plan_each_job_ran():
             for _, algo, coll, plan, size, measured, model in compare([run], (1.0, 1e30),
                                                                      (10.0, 1e30))}
     assert rows[("auto", "all_gather", 4096)] == ("hier-direct", 2e-3, 11.0)
-    assert rows[("auto", "reduce_scatter", 4096)] == ("hier-ring", 4e-3, 31.0)
-    assert rows[("auto", "all_reduce", 1 << 20)][0] == "hier-ring"
+    assert rows[("auto", "reduce_scatter", 4096)] == ("hier-direct", 4e-3, 11.0)
+    # auto prices the rings at its own links (the issue's), not at compare's: 1 MiB on 4 x 2
+    # is the flat ring's there (1.47 ms against 1.52 for two levels).
+    assert rows[("auto", "all_reduce", 1 << 20)][0] == "flat"
     assert rows[("hier_rd", "all_gather", 1 << 20)][0] == "hier-ring"  # rd is all_reduce's
 
 

@@ -2,7 +2,7 @@
 user sets (issue 16): TORCH_RING_SECRET / TORCH_RING_SECRET_FILE must agree on every rank,
 a disagreement fails set-up on every rank naming the rank that did not prove the key, and a
 secret file others can read is refused. (The handshake, the source-address check and the
-closed listener are tested in C++: tests/cpp/test_tcp_transport.cc.)"""
+closed listener are tested in C++: tests/cpp/test_tcp_strangers.cc.)"""
 import os
 
 import pytest

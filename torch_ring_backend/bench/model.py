@@ -201,7 +201,7 @@ def hier_ring_gather(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_I
 
 def hier_direct_gather(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER):
     """Seconds for one direct round between hosts (H-1 parts through each rank's link, L ranks
-    sharing it), then the ring inside each host (all_gather only)."""
+    sharing it), then the ring inside each host (reduce_scatter: the ring inside first)."""
     part = size / (hosts * per_host)
     between = _step(part * (hosts - 1), inter, sharing=per_host) if hosts > 1 else 0.0
     return between + _intra_gather(size, hosts, per_host, intra)
@@ -209,7 +209,8 @@ def hier_direct_gather(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT
 
 GATHER_PLANS = {"flat": flat_gather, "hier-ring": hier_ring_gather,
                 "hier-direct": hier_direct_gather}
-SCATTER_PLANS = {"flat": flat_gather, "hier-ring": hier_ring_gather}
+SCATTER_PLANS = {"flat": flat_gather, "hier-ring": hier_ring_gather,
+                 "hier-direct": hier_direct_gather}
 PLANS_OF = {"all_reduce": PLANS, "all_gather": GATHER_PLANS, "reduce_scatter": SCATTER_PLANS}
 
 
@@ -236,19 +237,28 @@ def table(sizes, shapes, intra=DEFAULT_INTRA, inter=DEFAULT_INTER, collective="a
     return rows
 
 
-def auto_plan(size, hosts, per_host=1, collective="all_reduce"):
+def auto_plan(size, hosts, per_host=1, collective="all_reduce", intra=DEFAULT_INTRA,
+              inter=DEFAULT_INTER, slot=DEFAULT_SLOT):
     """What TORCH_RING_ALGO=auto runs (csrc/executor/plan_choice.h), to price an auto job
-    (all_gather and reduce_scatter: hosts of equal size)."""
+    (all_gather and reduce_scatter: hosts of equal size). intra / inter are the links auto
+    prices the rings with (TORCH_RING_SHM_LINK / TORCH_RING_NET_LINK, default the issue's):
+    past the rounds it takes the flat ring where that costs less than two levels
+    (csrc/schedule/ring_costs.h has these formulas again), two levels on ties."""
     if hosts == 1:
         return "flat"
-    if collective == "all_gather" and size / (hosts * per_host) * (hosts - 1) <= AUTO_DIRECT_BYTES:
+    if collective != "all_reduce" and size / (hosts * per_host) * (hosts - 1) <= AUTO_DIRECT_BYTES:
         return "hier-direct"
     if collective != "all_reduce":
-        return "hier-ring" if per_host >= 2 else "flat"
+        if per_host < 2:
+            return "flat"
+        flat = flat_gather(size, hosts, per_host, intra, inter, slot)
+        two_levels = hier_ring_gather(size, hosts, per_host, intra, inter)
+        return "flat" if flat < two_levels else "hier-ring"
     if size * (hosts - 1) <= AUTO_DIRECT_BYTES:
         return "hier-direct"
     if size > AUTO_RD_BYTES:
-        return "hier-ring"
+        flat = flat_ring(size, hosts, per_host, intra, inter, slot)
+        return "flat" if flat < hier_ring(size, hosts, per_host, intra, inter) else "hier-ring"
     radices, _ = radix_schedule(hosts, auto_radix(size, hosts))
     return "hier-rd" if all(r == 2 for r in radices) else "hier-radix"
 
@@ -261,7 +271,7 @@ def plan_of_job(algo, size, hosts, per_host, collective):
         return auto_plan(size, hosts, per_host, collective)
     plan = algo.replace("_", "-")
     if collective != "all_reduce" and plan not in PLANS_OF[collective]:
-        return "hier-ring"  # hier_rd and hier_radix, or hier_direct for reduce_scatter
+        return "hier-ring"  # hier_rd and hier_radix are all_reduce's
     return plan
 
 
@@ -326,12 +336,16 @@ def main(argv=None):
     sizes = [parse_size(s) for s in a.sizes.split(",")]
     shapes = [(int(h), a.ranks_per_host) for h in a.hosts.split(",")]
     plans = PLANS_OF[a.collective]
+    # "auto": what TORCH_RING_ALGO=auto runs with TORCH_RING_SHM_LINK / TORCH_RING_NET_LINK set
+    # to --intra / --inter.
     print(f"{'size':>9} {'hosts':>5} {'ranks':>5} " + " ".join(f"{n + ' (ms)':>14}" for n in plans)
-          + f" {'best':>11} {'flat/best':>9}")
+          + f" {'best':>11} {'flat/best':>9} {'auto':>11}")
     for size, hosts, per_host, times, best, gain in table(sizes, shapes, a.intra, a.inter,
                                                           a.collective):
+        auto = auto_plan(size, hosts, per_host, a.collective, a.intra, a.inter)
         print(f"{size:>9} {hosts:>5} {hosts * per_host:>5} "
-              + " ".join(f"{times[n] * 1e3:>14.3f}" for n in plans) + f" {best:>11} {gain:>9.1f}")
+              + " ".join(f"{times[n] * 1e3:>14.3f}" for n in plans)
+              + f" {best:>11} {gain:>9.1f} {auto:>11}")
     return 0
 
 

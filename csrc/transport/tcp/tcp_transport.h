@@ -111,7 +111,7 @@ class TcpTransport : public Transport {
   void closeListener(Clock::time_point deadline);
   void stopIo();
   bool admit(int peer, int channel, const std::string& from, std::string* why);
-  // I/O thread (tcp_io_loop.cc)
+  // I/O thread (tcp_io_loop.cc; the reads and writes of frames: tcp_connection_io.cc)
   void ioRegisterFixed();
   void ioLoop();
   void ioStep();

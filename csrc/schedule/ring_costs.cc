@@ -1,0 +1,58 @@
+#include "schedule/ring_costs.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ring {
+namespace {
+
+double stepSeconds(double bytes, const LinkCost& link, int sharing = 1) {
+  // The model's arithmetic, operation for operation, so that both sides break near-ties alike.
+  return link.alphaSeconds + bytes / (link.bytesPerSecond / sharing);
+}
+
+// A ring of `hops` steps of `chunk` bytes over every rank. The first pipeline loop goes around
+// as a chain of dependent steps, of which the network takes H/n (a host's ranks are neighbours
+// on the ring); each further loop runs at the slowest link's pace; and the slowest link carries
+// `hops` pieces per loop whatever the chain.
+double ringChainSeconds(const RingShape& s, int hops, double chunk) {
+  const int n = s.hosts * s.ranksPerHost;
+  if (n <= 1) return 0.0;
+  const double piece = std::min(chunk, s.slotBytes);
+  const double loops = std::max(1.0, std::ceil(chunk / s.slotBytes));
+  const LinkCost& slowest = s.hosts > 1 ? s.net : s.shm;
+  const double networkHops = s.hosts > 1 ? static_cast<double>(hops) * s.hosts / n : 0.0;
+  const double chain =
+      networkHops * stepSeconds(piece, s.net) + (hops - networkHops) * stepSeconds(piece, s.shm);
+  const double throughSlowest = loops * hops * piece / slowest.bytesPerSecond;
+  return std::max(chain + (loops - 1) * hops * stepSeconds(piece, slowest), throughSlowest);
+}
+
+}  // namespace
+
+double flatAllReduceSeconds(const RingShape& s, double bytes) {
+  const int n = s.hosts * s.ranksPerHost;
+  return ringChainSeconds(s, 2 * (n - 1), bytes / n);
+}
+
+double twoLevelAllReduceSeconds(const RingShape& s, double bytes) {
+  const int l = s.ranksPerHost;
+  const double inner = l > 1 ? 2.0 * (l - 1) * stepSeconds(bytes / l, s.shm) : 0.0;
+  if (s.hosts <= 1) return inner;
+  const double shard = bytes / l;
+  return inner + 2.0 * (s.hosts - 1) * stepSeconds(shard / s.hosts, s.net, l);
+}
+
+double flatAllGatherSeconds(const RingShape& s, double bytes) {
+  const int n = s.hosts * s.ranksPerHost;
+  return ringChainSeconds(s, n - 1, bytes / n);
+}
+
+double twoLevelAllGatherSeconds(const RingShape& s, double bytes) {
+  const int l = s.ranksPerHost;
+  const double part = bytes / (static_cast<double>(s.hosts) * l);
+  const double between = s.hosts > 1 ? (s.hosts - 1) * stepSeconds(part, s.net, l) : 0.0;
+  return between + (l > 1 ? (l - 1) * stepSeconds(bytes / l, s.shm) : 0.0);
+}
+
+}  // namespace ring
