@@ -121,6 +121,9 @@ void CudaWatchdog::loop() {
             " ms): its CUDA ring kernel did not finish. A peer may be stuck, slower, or running "
             "a different collective; TORCH_RING_DEBUG=INFO and the flight recorder show each "
             "rank's last collectives. The kernel was stopped and the group is broken.");
+        // The group is broken (the abort word raised) before the task reports the timeout:
+        // its error says the kernel was stopped, and a caller that reads it must find it so.
+        state_->breakGroup(reason);
         t->fail(reason);
         failAll(tasks, reason);
         break;
