@@ -152,16 +152,11 @@ Algorithm chooseAllGather(const PlanSettings& s, const HostLayout& layout, int64
   return cheaperGatherRing(s, layout, partBytes);
 }
 
+// reduce_scatter's plans are all_gather's run backwards (the same messages, the same links,
+// opposite direction), so the same part size takes the same plan.
 Algorithm chooseReduceScatter(const PlanSettings& s, const HostLayout& layout,
                               int64_t partBytes) {
-  const int hosts = layout.hosts();
-  if (s.algo == AlgoKnob::Ring || hosts <= 1 || layout.ranksPerHost() == 0) {
-    return Algorithm::Ring;
-  }
-  if (s.algo == AlgoKnob::HierDirect) return Algorithm::HierDirect;
-  if (s.algo != AlgoKnob::Auto) return Algorithm::HierRing;
-  if (partBytes <= s.directBytes / (hosts - 1)) return Algorithm::HierDirect;
-  return cheaperGatherRing(s, layout, partBytes);
+  return chooseAllGather(s, layout, partBytes);
 }
 
 Algorithm chooseBroadcast(const PlanSettings& s, const HostLayout& layout) {
