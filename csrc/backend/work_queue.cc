@@ -41,20 +41,46 @@ void WorkQueue::push(Task task) {
     running_ = true;
   }
   const bool here = task.runHere.ask(*task.runHere.comm, task.call.seq, task.runHere.bytes);
-  if (here) run(id, task, "caller");  // no hand-off (see work_queue.h)
-  bool wakeWorker;
+  if (here) {
+    const std::exception_ptr error = run(id, task, "caller");  // no hand-off (see work_queue.h)
+    releaseThenComplete(task, error);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     running_ = false;
     // Not here after all: to the worker, ahead of anything another thread queued meanwhile
     // (it was issued later).
-    if (!here) queue_.emplace_front(id, std::move(task));
-    wakeWorker = !queue_.empty() || stopping_;
+    queue_.emplace_front(id, std::move(task));
   }
   idle_.notify_all();
+  wake_.notify_one();
+}
+
+void WorkQueue::releaseThenComplete(Task& task, const std::exception_ptr& error) {
+  // Why the group is released before the Work completes: completing wakes the thread waiting on
+  // the Work, which usually issues the next collective at once. Were the group still held then,
+  // that collective would find it busy and go to the worker, whose completion would hand the
+  // one after it to the worker again: one late call would keep every later one on the worker,
+  // two thread wake-ups each (issue 26). The collective's communication is over here; only its
+  // Work (and the callbacks chained on its Future) remain, and a collective issued from those
+  // now runs by the rules of any other call. `completing_` keeps waitIdle() waiting for them.
+  bool wakeWorker;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    running_ = false;
+    ++completing_;
+    wakeWorker = !queue_.empty() || stopping_;
+  }
   // Only when there is something for it to do (work, or stop() waiting for it to end): waking
-  // the idle worker on every call would cost the thread switch this path exists to avoid.
+  // the idle worker on every call would cost the thread switch running here exists to avoid.
   if (wakeWorker) wake_.notify_one();
+  task.work->complete(error);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --completing_;
+  }
+  idle_.notify_all();
 }
 
 void WorkQueue::dropPending() {
@@ -85,7 +111,7 @@ void WorkQueue::stop() {
 
 void WorkQueue::waitIdle() {
   std::unique_lock<std::mutex> lock(mutex_);
-  idle_.wait(lock, [&] { return queue_.empty() && !running_; });
+  idle_.wait(lock, [&] { return queue_.empty() && !running_ && completing_ == 0; });
 }
 
 void WorkQueue::loop() {
@@ -100,16 +126,12 @@ void WorkQueue::loop() {
       queue_.pop_front();
       running_ = true;
     }
-    run(next.first, next.second, "worker");
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      running_ = false;
-    }
-    idle_.notify_all();
+    const std::exception_ptr error = run(next.first, next.second, "worker");
+    releaseThenComplete(next.second, error);
   }
 }
 
-void WorkQueue::run(uint64_t id, Task& task, const char* thread) {
+std::exception_ptr WorkQueue::run(uint64_t id, Task& task, const char* thread) {
   const auto start = std::chrono::steady_clock::now();
   recorder_.markStarted(id, thread, start);
   std::exception_ptr error;
@@ -134,7 +156,7 @@ void WorkQueue::run(uint64_t id, Task& task, const char* thread) {
   }
   recorder_.markEnded(id, what, end);
   if (finished_) finished_(task.work->retrieveOpType(), task.call.seq, start, end, error);
-  task.work->complete(error);
+  return error;
 }
 
 }  // namespace ring

@@ -12,6 +12,11 @@
 // runs there only when nothing of the group is queued or running (order is kept) and when the
 // caller's condition holds (the backend: every peer has already issued this collective, so
 // the caller waits only for ranks that are bound to come: see RingBackend::runHere).
+//
+// The group is released before a task's Work completes (releaseThenComplete), so a collective
+// issued by the thread that the completion wakes, or from a callback on the Work's Future, finds
+// the group free. The collectives themselves still run one at a time in issue order; only the
+// completion of one Work may trail the start of the next call (by the time its callbacks take).
 #pragma once
 
 #include <chrono>
@@ -76,9 +81,11 @@ class WorkQueue {
 
  private:
   void loop();
-  // Runs one task on the calling thread ("worker" or "caller", for the flight recorder) and
-  // completes its Work.
-  void run(uint64_t id, Task& task, const char* thread);
+  // Runs one task on the calling thread ("worker" or "caller", for the flight recorder):
+  // its body, the recorder and the Finished hook; returns its error (null when it succeeded).
+  std::exception_ptr run(uint64_t id, Task& task, const char* thread);
+  // After run: releases the group (running_), then completes the task's Work with `error`.
+  void releaseThenComplete(Task& task, const std::exception_ptr& error);
 
   const int rank_;
   const std::string groupName_;
@@ -89,7 +96,8 @@ class WorkQueue {
   std::condition_variable wake_;  // a task was queued, or stop
   std::condition_variable idle_;  // a task finished
   std::deque<std::pair<uint64_t, Task>> queue_;  // (flight recorder id, task)
-  bool running_ = false;          // the worker is inside a task
+  bool running_ = false;          // a thread (worker or caller) is inside a task: the group is held
+  int completing_ = 0;            // tasks released but whose Work is not completed yet
   bool stopping_ = false;
   std::thread worker_;
 };

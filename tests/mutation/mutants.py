@@ -151,6 +151,14 @@ MUTANTS = [
            "  (void)!write(gWakeFd, &byte, 1);", "  (void)byte;", "py",
            "tests/python/test_fr_dump.py -x -q -k signal_writes", timeout=240,
            why="the signal is caught but no dump is written: a hung job leaves nothing to read"),
+    Mutant("group_held_while_work_completes", "csrc/backend/work_queue.cc",
+           "  if (wakeWorker) wake_.notify_one();\n  task.work->complete(error);\n",
+           "  if (wakeWorker) wake_.notify_one();\n  {\n    std::lock_guard<std::mutex> l(mutex_);\n"
+           "    running_ = true;\n  }\n  task.work->complete(error);\n  {\n"
+           "    std::lock_guard<std::mutex> l(mutex_);\n    running_ = false;\n  }\n", "py",
+           "tests/python/test_caller_thread.py -x -q -k finds_the_group_free", timeout=300,
+           why="the group stays held while a Work completes: the call its waiter issues next goes "
+               "to the worker, and one late call keeps every later one there"),
     Mutant("small_calls_never_run_here", "csrc/backend/ring_backend.cc",
            "  return comm.allIssued(seq + 1, patience);",
            "  return false && comm.allIssued(seq + 1, patience);", "py",

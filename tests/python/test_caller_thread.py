@@ -3,7 +3,10 @@ TORCH_RING_INLINE_BYTES that every peer has already issued runs on the thread th
 and is complete when the call returns; a larger one, or one that some peer has not issued yet,
 goes to the group's worker as before. Where each call ran is in the flight recorder ("thread").
 And the reason for the "every peer has issued it" rule: ranks that issue the calls of two
-groups in opposite orders still complete both, long before the group timeout."""
+groups in opposite orders still complete both, long before the group timeout. A call issued
+once the previous call's Work has completed (here from a callback on its Future, which runs
+while it completes) finds the group free: handing a call to the worker must not hand the
+next one to it too."""
 import time
 
 import pytest
@@ -75,3 +78,38 @@ def test_groups_issued_in_opposite_orders_complete(pool, world):
         assert torch.equal(r["a"], torch.full((8,), total)), f"rank {rank}"
         assert torch.equal(r["b"], torch.full((8,), 10 * total)), f"rank {rank}"
         assert r["took"] < 5.0, f"rank {rank} took {r['took']:.1f} s (the timeout is 30 s)"
+
+
+def next_call_as_the_first_completes(ctx, first_elems):
+    """Every rank but 0 issues two all_reduces back to back; then rank 0 issues the first, and
+    the second from a callback on the first's Future (run by whichever thread completes the
+    first Work, as it completes). Every peer has issued the second by then, so it may run on
+    the thread that issues it: the first's is done with the group once its Work completes."""
+    first = torch.full((first_elems,), float(ctx.rank + 1))
+    second = torch.full((16,), float(10 * (ctx.rank + 1)))
+    if ctx.rank != 0:
+        works = [dist.all_reduce(first, async_op=True), dist.all_reduce(second, async_op=True)]
+    dist.barrier(group=ctx.gloo)
+    if ctx.rank == 0:
+        chained = []
+        w = dist.all_reduce(first, async_op=True)
+        w.get_future().then(lambda _: chained.append(dist.all_reduce(second, async_op=True))).wait()
+        works = [w, chained[0]]
+    for w in works:
+        w.wait()
+    entries = torch_ring_backend.flight_recorder()[-2:]
+    return {"threads": [e["thread"] for e in entries], "first": first, "second": second}
+
+
+# 16 floats: rank 0's first call runs on its own thread (every peer has issued it); past
+# TORCH_RING_INLINE_BYTES it runs on the worker, and the callback with it.
+@pytest.mark.parametrize("first_elems", [16, INLINE_BYTES // 4 + 1], ids=["first_here", "first_on_worker"])
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_call_issued_as_the_previous_completes_finds_the_group_free(pool, world, first_elems):
+    total = world * (world + 1) / 2
+    for rank, r in enumerate(pool.run(next_call_as_the_first_completes, first_elems)):
+        # Ranks 1..: the first waited for rank 0 (or was too large), the second queued behind it.
+        want = ["caller" if first_elems == 16 else "worker", "caller"] if rank == 0 else ["worker", "worker"]
+        assert r["threads"] == want, f"rank {rank}: {r['threads']}"
+        assert torch.equal(r["first"], torch.full((first_elems,), total)), f"rank {rank}"
+        assert torch.equal(r["second"], torch.full((16,), 10 * total)), f"rank {rank}"
