@@ -20,6 +20,8 @@
 //     S/(L*H) with the L rings of a host sharing its link (beta / L).
 //   two-level all_gather / reduce_scatter: H-1 network steps of S/n at beta / L, plus L-1
 //     shared-memory steps of S/L.
+//   Every two-level ring runs in slot-sized pieces like the flat ring, each piece paying the
+//   latency, so that on one host, where they are the same plan, both cost the same.
 // The same formulas as the model's flat_ring, hier_ring, flat_gather and hier_ring_gather;
 // tests/python/test_scale_model.py checks that both sides choose alike.
 #pragma once

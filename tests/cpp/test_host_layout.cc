@@ -299,14 +299,27 @@ TEST(PlanChoice, LargeMessagesTakeTheCheaperRingByItsPrice) {
   EXPECT_NEAR(flatAllGatherSeconds(shape, 128e6), 0.127, 1e-12);
   EXPECT_NEAR(twoLevelAllGatherSeconds(shape, 128e6), 0.1312, 1e-12);
   // With latency the flat ring's chain shows: 2 hosts of 2, 4 MB, alphas 1 us and 10 us:
-  // flat max(3 x 1.01 ms + 3 x 0.101 ms, 6 ms) = 6 ms; two levels 2 x 0.201 + 2 x 2.01 ms.
+  // flat max(3 x 1.01 ms + 3 x 0.101 ms, 6 ms) = 6 ms; two levels 2 x 2 x 0.101 ms (each
+  // shared-memory step is two slots of 1 MB, each paying the latency) + 2 x 2.01 ms.
   RingShape small = shape;
   small.hosts = 2;
   small.ranksPerHost = 2;
   small.shm = LinkCost{1e-6, 1e10};
   small.net = LinkCost{1e-5, 1e9};
   EXPECT_NEAR(flatAllReduceSeconds(small, 4e6), 6e-3, 1e-15);
-  EXPECT_NEAR(twoLevelAllReduceSeconds(small, 4e6), 4.422e-3, 1e-15);
+  EXPECT_NEAR(twoLevelAllReduceSeconds(small, 4e6), 4.424e-3, 1e-15);
+  // One host: two levels are the flat ring over its ranks, in the same slots, so the same
+  // price at any size (64 MiB over 8 ranks at the default links: 32 slots a step, 12.640 ms).
+  RingShape oneHost;
+  oneHost.ranksPerHost = 8;
+  for (double bytes : {4096.0, 1048576.0, 67108864.0, 100e6 + 12}) {
+    EXPECT_DOUBLE_EQ(twoLevelAllReduceSeconds(oneHost, bytes), flatAllReduceSeconds(oneHost, bytes))
+        << bytes;
+    EXPECT_DOUBLE_EQ(twoLevelAllGatherSeconds(oneHost, bytes), flatAllGatherSeconds(oneHost, bytes))
+        << bytes;
+  }
+  EXPECT_NEAR(twoLevelAllReduceSeconds(oneHost, 67108864.0), 32 * 14 * (2e-6 + 262144 / 10e9),
+              1e-15);
 
   const int64_t bytes = 128000000;
   EXPECT_EQ(chooseAllReduce(s, four, bytes), Algorithm::HierRing);

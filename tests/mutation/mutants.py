@@ -159,6 +159,12 @@ MUTANTS = [
            "tests/python/test_caller_thread.py -x -q -k finds_the_group_free", timeout=300,
            why="the group stays held while a Work completes: the call its waiter issues next goes "
                "to the worker, and one late call keeps every later one there"),
+    Mutant("one_host_two_levels_priced_without_slots", "csrc/schedule/ring_costs.cc",
+           "  const double inner = l > 1 ? pipelinedSeconds(s, 2 * (l - 1), bytes / l, s.shm, 1) : 0.0;",
+           "  const double inner = l > 1 ? 2.0 * (l - 1) * stepSeconds(bytes / l, s.shm) : 0.0;",
+           "cpp", "PlanChoice.*",
+           why="two levels' shared-memory phases priced as one message a step: on one host they "
+               "cost less than the very same flat ring"),
     Mutant("small_calls_never_run_here", "csrc/backend/ring_backend.cc",
            "  return comm.allIssued(seq + 1, patience);",
            "  return false && comm.allIssued(seq + 1, patience);", "py",

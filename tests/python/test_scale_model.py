@@ -105,13 +105,13 @@ def test_auto_takes_the_cheaper_ring_past_the_rounds():
     # two levels 0.0224 + 30 x 8 ms = 0.2624 s.
     intra, inter, slot = (0.0, 1e10), (0.0, 1e9), 1e6
     assert flat_ring(128e6, 4, 8, intra, inter, slot) == pytest.approx(0.248, abs=1e-12)
-    assert hier_ring(128e6, 4, 8, intra, inter) == pytest.approx(0.2144, abs=1e-12)
+    assert hier_ring(128e6, 4, 8, intra, inter, slot) == pytest.approx(0.2144, abs=1e-12)
     assert flat_ring(128e6, 16, 8, intra, inter, slot) == pytest.approx(0.254, abs=1e-12)
-    assert hier_ring(128e6, 16, 8, intra, inter) == pytest.approx(0.2624, abs=1e-12)
+    assert hier_ring(128e6, 16, 8, intra, inter, slot) == pytest.approx(0.2624, abs=1e-12)
     assert flat_gather(128e6, 4, 8, intra, inter, slot) == pytest.approx(0.124, abs=1e-12)
-    assert hier_ring_gather(128e6, 4, 8, intra, inter) == pytest.approx(0.1072, abs=1e-12)
+    assert hier_ring_gather(128e6, 4, 8, intra, inter, slot) == pytest.approx(0.1072, abs=1e-12)
     assert flat_gather(128e6, 16, 8, intra, inter, slot) == pytest.approx(0.127, abs=1e-12)
-    assert hier_ring_gather(128e6, 16, 8, intra, inter) == pytest.approx(0.1312, abs=1e-12)
+    assert hier_ring_gather(128e6, 16, 8, intra, inter, slot) == pytest.approx(0.1312, abs=1e-12)
     for collective in ("all_reduce", "all_gather", "reduce_scatter"):
         assert auto_plan(128e6, 4, 8, collective, intra, inter, slot) == "hier-ring"
         assert auto_plan(128e6, 16, 8, collective, intra, inter, slot) == "flat"
@@ -127,6 +127,22 @@ def test_auto_takes_the_cheaper_ring_past_the_rounds():
             assert PLANS_OF["all_reduce"][plan](size, hosts, 8) <= flat_ring(size, hosts, 8)
     # Only past the rounds: at TORCH_RING_RD_BYTES the rounds stay.
     assert auto_plan(256 * KiB, 16, 8, "all_reduce", intra, inter, slot) == "hier-rd"
+
+
+def test_on_one_host_two_levels_are_the_flat_ring_and_cost_the_same():
+    # One host: the two-level plans are the flat ring over the host's ranks (no phase between
+    # hosts), cut into the same slots, so they must cost what it costs at every size, with
+    # messages of one slot and of many (64 MiB over 8 ranks: 32 slots of 256 KiB per step).
+    for size in (4 * KiB, MiB, 8 * MiB, 64 * MiB, 100 * MiB + 12):
+        for per_host in (2, 3, 8):
+            flat = flat_ring(size, 1, per_host)
+            assert hier_ring(size, 1, per_host) == pytest.approx(flat, rel=1e-12)
+            assert hier_rd(size, 1, per_host) == pytest.approx(flat, rel=1e-12)
+            gather = flat_gather(size, 1, per_host)
+            assert hier_ring_gather(size, 1, per_host) == pytest.approx(gather, rel=1e-12)
+    # By hand, 64 MiB on 8 ranks at the shared-memory link: 32 loops of 14 steps of
+    # 256 KiB, each 2 us + 262144 B / 10 GB/s = 28.2144 us: 12.640 ms.
+    assert hier_ring(64 * MiB, 1, 8) == pytest.approx(32 * 14 * (2e-6 + 262144 / 10e9), rel=1e-12)
 
 
 def test_bandwidth_terms_and_the_shared_network_link():

@@ -85,19 +85,30 @@ def _ring_chain(hops, chunk, hosts, per_host, intra, inter, slot):
     return max(chain + (loops - 1) * hops * _step(piece, slowest), through_slowest)
 
 
-def _intra_phases(size, per_host, intra):
-    # Reduce-scatter and all-gather inside a host: (L-1) steps of S/L each, twice.
-    return 2 * (per_host - 1) * _step(size / per_host, intra) if per_host > 1 else 0.0
+def _pipelined(hops, chunk, link, sharing=1, slot=DEFAULT_SLOT):
+    # A ring of `hops` steps of `chunk` bytes over one kind of link, cut into slot-sized
+    # pieces as the executor cuts it (its slice): every piece is a message, and pays the
+    # latency. On one link the flat ring's chain and loops (_ring_chain) come to this.
+    piece = min(chunk, slot)
+    loops = max(1, math.ceil(chunk / slot))
+    return loops * hops * _step(piece, link, sharing)
 
 
-def hier_ring(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER):
-    """Seconds for shared memory inside each host and one ring per local rank between hosts."""
-    inner = _intra_phases(size, per_host, intra)
+def _intra_phases(size, per_host, intra, slot=DEFAULT_SLOT):
+    # Reduce-scatter and all-gather inside a host: (L-1) steps of S/L each, twice, in slots.
+    return _pipelined(2 * (per_host - 1), size / per_host, intra, 1, slot) if per_host > 1 else 0.0
+
+
+def hier_ring(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER, slot=DEFAULT_SLOT):
+    """Seconds for shared memory inside each host and one ring per local rank between hosts
+    (each ring in slot-sized pieces, as the flat ring: on one host the two are the same plan
+    and cost the same)."""
+    inner = _intra_phases(size, per_host, intra, slot)
     if hosts == 1:
         return inner
     shard = size / per_host
     # The per_host rings of a host send at once: each gets 1/per_host of the network link.
-    return inner + 2 * (hosts - 1) * _step(shard / hosts, inter, sharing=per_host)
+    return inner + _pipelined(2 * (hosts - 1), shard / hosts, inter, per_host, slot)
 
 
 def hier_rd(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER):
@@ -186,17 +197,18 @@ def flat_gather(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER,
     return _ring_chain(n - 1, size / n, hosts, per_host, intra, inter, slot)
 
 
-def _intra_gather(size, hosts, per_host, intra):
-    # Inside each host: a ring of L-1 steps, each of the H parts one local rank holds.
-    return (per_host - 1) * _step(size / per_host, intra) if per_host > 1 else 0.0
+def _intra_gather(size, hosts, per_host, intra, slot=DEFAULT_SLOT):
+    # Inside each host: a ring of L-1 steps, each of the H parts one local rank holds, in slots.
+    return _pipelined(per_host - 1, size / per_host, intra, 1, slot) if per_host > 1 else 0.0
 
 
-def hier_ring_gather(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER):
+def hier_ring_gather(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER,
+                     slot=DEFAULT_SLOT):
     """Seconds for the ranks of each local index in a ring between hosts (H-1 steps of P, L
-    rings sharing each host's link), then the ring inside each host."""
+    rings sharing each host's link), then the ring inside each host, both in slots."""
     part = size / (hosts * per_host)
-    between = (hosts - 1) * _step(part, inter, sharing=per_host) if hosts > 1 else 0.0
-    return between + _intra_gather(size, hosts, per_host, intra)
+    between = _pipelined(hosts - 1, part, inter, per_host, slot) if hosts > 1 else 0.0
+    return between + _intra_gather(size, hosts, per_host, intra, slot)
 
 
 def hier_direct_gather(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER):
@@ -252,13 +264,13 @@ def auto_plan(size, hosts, per_host=1, collective="all_reduce", intra=DEFAULT_IN
         if per_host < 2:
             return "flat"
         flat = flat_gather(size, hosts, per_host, intra, inter, slot)
-        two_levels = hier_ring_gather(size, hosts, per_host, intra, inter)
+        two_levels = hier_ring_gather(size, hosts, per_host, intra, inter, slot)
         return "flat" if flat < two_levels else "hier-ring"
     if size * (hosts - 1) <= AUTO_DIRECT_BYTES:
         return "hier-direct"
     if size > AUTO_RD_BYTES:
         flat = flat_ring(size, hosts, per_host, intra, inter, slot)
-        return "flat" if flat < hier_ring(size, hosts, per_host, intra, inter) else "hier-ring"
+        return "flat" if flat < hier_ring(size, hosts, per_host, intra, inter, slot) else "hier-ring"
     radices, _ = radix_schedule(hosts, auto_radix(size, hosts))
     return "hier-rd" if all(r == 2 for r in radices) else "hier-radix"
 
