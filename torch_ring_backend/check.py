@@ -75,15 +75,25 @@ def _rank_checks(device_kind, reference, steps):
                 0.0 if report.ok else float("inf"))
     ref_group = dist.new_group(backend=reference) if reference != "none" else None
     if ref_group is not None:
-        ref_grads, ref_params, _ = _flat_grads(ref_group, device, rank, steps)
+        ref_grads, ref_params, ref_ddp = _flat_grads(ref_group, device, rank, steps)
         grad_diff = float((ring_grads - ref_grads).abs().max())
         param_diff = float((ring_params - ref_params).abs().max())
     else:
         grad_diff = param_diff = float("nan")
+        ref_ddp = None
     rows[f"DDP gradients, step {steps}"] = (ring_grads, grad_diff)
     rows[f"DDP parameters after {steps} steps"] = (ring_params, param_diff)
     rows[f"verify_replicas: {report.checked} parameters and buffers"] = replicas
+    # Why the DDP models go first, while dist still holds their groups: a DDP's Reducer keeps
+    # its group, and torch's binding destroys a Reducer with the GIL held. Were a Reducer the
+    # group's last owner, the group would be destroyed under the GIL, and gloo's destructor
+    # joins its worker threads, one of which may be dropping a finished broadcast whose tensor
+    # needs the GIL to release its Python object: a deadlock (seen once in 30 runs on torch
+    # 2.13, pytorch issue 56297). Dropped from Python instead (dist's maps, `ref_group`), a
+    # group is destroyed with the GIL released.
+    del ddp, ref_ddp
     dist.destroy_process_group()
+    del ref_group
     # Raw bytes, not tensors: a tensor would travel back through shared memory that the rank's
     # exit may tear down before the launcher reads it; bytes also compare bit for bit.
     return {name: (t.contiguous().numpy().tobytes(), diff) for name, (t, diff) in rows.items()}
