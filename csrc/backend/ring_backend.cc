@@ -95,16 +95,14 @@ c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, H
   task.name = name;
   task.profile = CommProfile::captureIfProfiling(name, seq, profileGroup(), call.inputs,
                                                  call.outputs);
-  if (recorder_.enabled()) task.shapes = flightShapes(call.inputs, call.outputs);
   task.detail = std::move(call.detail);
   task.call = CallInfo{seq, effectiveTimeout(call.timeout)};
   task.work = c10::make_intrusive<RingWork>(rank_, call.type, task.call.seq, call.outputs);
-  // The tensors move into the body (the Work keeps its own reference to the outputs).
-  task.body = [before = std::move(beforeBody), body = std::move(call.body),
-               in = std::move(call.inputs), out = std::move(call.outputs)](const CallInfo& c) {
-    if (before) before(c);
-    body(c, in, out);
-  };
+  // The tensors move into the task (the Work keeps its own reference to the outputs).
+  task.before = std::move(beforeBody);
+  task.body = std::move(call.body);
+  task.inputs = std::move(call.inputs);
+  task.outputs = std::move(call.outputs);
   auto work = task.work;
   queue_->push(std::move(task));
   return work;

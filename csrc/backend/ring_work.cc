@@ -18,14 +18,30 @@ RingWork::RingWork(int rank, c10d::OpType type, uint64_t seq, std::vector<at::Te
                    const std::optional<std::vector<at::Tensor>>& inputs)
     : c10d::Work(rank, type, profilingTitle, inputs),
       seq_(seq),
-      outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(tensorListType())) {}
+      outputs_(std::move(outputs)) {}
 
 bool RingWork::isCompleted() { return c10d::Work::isCompleted(); }
 bool RingWork::isSuccess() const { return c10d::Work::isSuccess(); }
 std::exception_ptr RingWork::exception() const { return c10d::Work::exception(); }
 std::vector<at::Tensor> RingWork::result() { return outputs_; }
-c10::intrusive_ptr<c10::ivalue::Future> RingWork::getFuture() { return future_; }
+c10::intrusive_ptr<c10::ivalue::Future> RingWork::getFuture() {
+  std::lock_guard<std::mutex> lock(futureMutex_);
+  if (!future_) {
+    future_ = c10::make_intrusive<c10::ivalue::Future>(tensorListType());
+    // No callback can be on a Future nobody has seen yet, so marking it under the lock runs
+    // no user code here.
+    if (settled_) settle(*future_, torchError_);
+  }
+  return future_;
+}
+
+void RingWork::settle(c10::ivalue::Future& f, const std::exception_ptr& torchError) {
+  if (torchError) {
+    f.setError(torchError);
+  } else {
+    f.markCompleted(c10::IValue(outputs_));
+  }
+}
 uint64_t RingWork::getSequencenumber() const { return seq_; }
 int RingWork::sourceRank() const {
   int r = sourceRank_.load();
@@ -36,12 +52,16 @@ int RingWork::sourceRank() const {
 void RingWork::complete(std::exception_ptr error, int sourceRank) {
   sourceRank_.store(sourceRank);
   std::exception_ptr torchError = error ? toTorchError(error) : nullptr;
-  // The future first: whoever returns from wait() may read the future's value at once.
-  if (torchError) {
-    future_->setError(torchError);
-  } else {
-    future_->markCompleted(c10::IValue(outputs_));
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::lock_guard<std::mutex> lock(futureMutex_);
+    settled_ = true;
+    torchError_ = torchError;
+    future = future_;  // null if nobody asked: getFuture() makes it completed
   }
+  // The future first: whoever returns from wait() may read the future's value at once. Marked
+  // outside the lock: its callbacks run here and may call getFuture() again.
+  if (future) settle(*future, torchError);
   finish(torchError);  // wakes wait()
 }
 

@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <atomic>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -34,9 +35,19 @@ class RingWork : public c10d::Work {
   void complete(std::exception_ptr error, int sourceRank = -1);
 
  private:
+  // Marks `f` with the outcome complete() recorded (futureMutex_ held or not: see the .cc).
+  void settle(c10::ivalue::Future& f, const std::exception_ptr& torchError);
+
   uint64_t seq_;
   std::vector<at::Tensor> outputs_;
+  // Made on the first getFuture(), not per call: most callers (dist.all_reduce, a wait())
+  // never ask for it, and a Future is an allocation, a list value and a lock per call
+  // (issue 26). futureMutex_ orders its creation against complete(): a Future made after
+  // completion is made completed.
+  std::mutex futureMutex_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  bool settled_ = false;           // complete() has run (futureMutex_)
+  std::exception_ptr torchError_;  // its error, as torch users see it (futureMutex_)
   std::atomic<int> sourceRank_{-1};
 };
 

@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "backend/fr_dump.h"
 #include "common/errors.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
@@ -22,8 +23,14 @@ WorkQueue::WorkQueue(int rank, std::string groupName, FlightRecorder& recorder,
 WorkQueue::~WorkQueue() { stop(); }
 
 void WorkQueue::push(Task task) {
-  const uint64_t id = recorder_.recordQueued(task.call.seq, task.name, task.detail,
-                                             std::move(task.shapes), task.call.timeout.count());
+  // The recorder fills the entry's shapes from the task's tensors (what the body will run on).
+  const uint64_t id = recorder_.recordQueued(
+      task.call.seq, task.name, task.detail,
+      [](const void* context, FlightShapes& shapes) {
+        const Task& t = *static_cast<const Task*>(context);
+        fillFlightShapes(t.inputs, t.outputs, shapes);
+      },
+      &task, task.call.timeout.count());
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) {
@@ -136,10 +143,14 @@ std::exception_ptr WorkQueue::run(uint64_t id, Task& task, const char* thread) {
   recorder_.markStarted(id, thread, start);
   std::exception_ptr error;
   try {
+    const auto body = [&task] {
+      if (task.before) task.before(task.call);
+      task.body(task.call, task.inputs, task.outputs);
+    };
     if (task.profile) {
-      task.profile->run([&] { task.body(task.call); });
+      task.profile->run(body);
     } else {
-      task.body(task.call);
+      body();
     }
   } catch (...) {
     error = std::current_exception();

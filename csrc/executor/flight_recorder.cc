@@ -9,9 +9,14 @@ FlightRecorder::FlightRecorder(size_t capacity)
 
 void FlightRecorder::setCapacity(size_t capacity) {
   std::lock_guard<std::mutex> lock(mutex_);
+  // The newest `capacity` entries, oldest first, from index 0.
+  std::vector<std::pair<uint64_t, FlightEntry>> kept;
+  const size_t n = entries_.size();
+  for (size_t i = n > capacity ? n - capacity : 0; i < n; ++i) kept.push_back(std::move(at(i)));
+  entries_ = std::move(kept);
+  oldest_ = 0;
   capacity_ = capacity;
   on_.store(capacity > 0, std::memory_order_relaxed);
-  while (entries_.size() > capacity_) entries_.pop_front();
 }
 
 double FlightRecorder::msSinceOrigin(std::chrono::steady_clock::time_point t) const {
@@ -23,29 +28,51 @@ bool FlightRecorder::enabled() const {
   return on_.load(std::memory_order_relaxed);
 }
 
-uint64_t FlightRecorder::recordQueued(uint64_t seq, std::string collective, std::string detail,
-                                      FlightShapes shapes, int64_t timeoutMs) {
+uint64_t FlightRecorder::recordQueued(uint64_t seq, const std::string& collective,
+                                      const std::string& detail, FillShapes fillShapes,
+                                      const void* context, int64_t timeoutMs) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (capacity_ == 0) return nextId_++;  // off: the updates below find nothing to change
-  FlightEntry e;
+  // Why the oldest entry is overwritten in place rather than a new one made: its strings and
+  // vectors keep their capacity, so a steady stream of calls records without allocating (a
+  // small collective costs a few us, and making and freeing an entry's dozen members per call
+  // was a measurable part of it: issue 26, docs/latency_cpu.md).
+  std::pair<uint64_t, FlightEntry>* slot;
+  if (entries_.size() < capacity_) {
+    slot = &entries_.emplace_back();
+  } else {
+    slot = &entries_[oldest_];
+    oldest_ = (oldest_ + 1) % entries_.size();
+  }
+  slot->first = nextId_;
+  FlightEntry& e = slot->second;
   e.seq = seq;
-  e.collective = std::move(collective);
-  e.detail = std::move(detail);
-  e.shapes = std::move(shapes);
+  e.collective = collective;
+  e.detail = detail;
+  e.state = "queued";
+  e.thread.clear();
+  e.startedAtMs = -1;
+  e.endedAtMs = -1;
+  e.error.clear();
+  if (fillShapes != nullptr) {
+    fillShapes(context, e.shapes);
+  } else {
+    e.shapes.inputSizes.clear();
+    e.shapes.outputSizes.clear();
+    e.shapes.inputDtypes.clear();
+    e.shapes.outputDtypes.clear();
+  }
   e.timeoutMs = timeoutMs;
   e.createdUnixNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::system_clock::now().time_since_epoch())
                         .count();
-  e.state = "queued";
   e.queuedAtMs = msSinceOrigin(std::chrono::steady_clock::now());
-  entries_.emplace_back(nextId_, std::move(e));
-  while (entries_.size() > capacity_) entries_.pop_front();
   return nextId_++;
 }
 
 FlightEntry* FlightRecorder::find(uint64_t id) {
-  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
-    if (it->first == id) return &it->second;
+  for (size_t i = entries_.size(); i-- > 0;) {  // newest first: the one asked for is recent
+    if (at(i).first == id) return &at(i).second;
   }
   return nullptr;  // already evicted: nothing to update
 }
@@ -74,7 +101,7 @@ std::vector<FlightEntry> FlightRecorder::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<FlightEntry> out;
   out.reserve(entries_.size());
-  for (const auto& p : entries_) out.push_back(p.second);
+  for (size_t i = 0; i < entries_.size(); ++i) out.push_back(at(i).second);
   return out;
 }
 

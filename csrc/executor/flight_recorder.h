@@ -5,7 +5,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -39,9 +38,13 @@ class FlightRecorder {
   explicit FlightRecorder(size_t capacity = 64);
   // Keeps the last `capacity` entries from now on; 0 keeps none (the recorder is off).
   void setCapacity(size_t capacity);
-  // Returns an id used by the updates below.
-  uint64_t recordQueued(uint64_t seq, std::string collective, std::string detail,
-                        FlightShapes shapes = {}, int64_t timeoutMs = 0);
+  // Writes a call's tensors into an entry's shapes (backend/fr_dump.h: fillFlightShapes).
+  using FillShapes = void (*)(const void* context, FlightShapes& shapes);
+  // Returns an id used by the updates below. fillShapes(context, shapes), when given, fills the
+  // entry's shapes in place (called only while the recorder keeps entries).
+  uint64_t recordQueued(uint64_t seq, const std::string& collective, const std::string& detail,
+                        FillShapes fillShapes = nullptr, const void* context = nullptr,
+                        int64_t timeoutMs = 0);
   // Whether it keeps anything (TORCH_FR_BUFFER_SIZE=0 turns it off): callers skip gathering
   // what it would drop.
   bool enabled() const;
@@ -59,11 +62,21 @@ class FlightRecorder {
  private:
   FlightEntry* find(uint64_t id);
   double msSinceOrigin(std::chrono::steady_clock::time_point t) const;
+  // The i-th entry from the oldest (i < entries_.size()).
+  std::pair<uint64_t, FlightEntry>& at(size_t i) {
+    return entries_[(oldest_ + i) % entries_.size()];
+  }
+  const std::pair<uint64_t, FlightEntry>& at(size_t i) const {
+    return entries_[(oldest_ + i) % entries_.size()];
+  }
   size_t capacity_;
   // capacity_ > 0, readable without the mutex: enabled() is asked on every call.
   std::atomic<bool> on_{false};
   mutable std::mutex mutex_;
-  std::deque<std::pair<uint64_t, FlightEntry>> entries_;
+  // A ring of up to capacity_ (id, entry) pairs; once full, the oldest (at oldest_) is the one
+  // the next call overwrites.
+  std::vector<std::pair<uint64_t, FlightEntry>> entries_;
+  size_t oldest_ = 0;
   uint64_t nextId_ = 0;
   std::chrono::steady_clock::time_point origin_;
 };

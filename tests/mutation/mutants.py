@@ -159,12 +159,26 @@ MUTANTS = [
            "tests/python/test_caller_thread.py -x -q -k finds_the_group_free", timeout=300,
            why="the group stays held while a Work completes: the call its waiter issues next goes "
                "to the worker, and one late call keeps every later one there"),
+    Mutant("late_future_left_pending", "csrc/backend/ring_work.cc",
+           "    if (settled_) settle(*future_, torchError_);",
+           "    (void)settled_;", "py",
+           "tests/python/test_faults.py -x -q -k failed_works_future", timeout=300,
+           why="a Future asked for after its Work completed is never completed: a comm hook "
+               "chained on it, or its wait(), hangs"),
     Mutant("one_host_two_levels_priced_without_slots", "csrc/schedule/ring_costs.cc",
            "  const double inner = l > 1 ? pipelinedSeconds(s, 2 * (l - 1), bytes / l, s.shm, 1) : 0.0;",
            "  const double inner = l > 1 ? 2.0 * (l - 1) * stepSeconds(bytes / l, s.shm) : 0.0;",
            "cpp", "PlanChoice.*",
            why="two levels' shared-memory phases priced as one message a step: on one host they "
                "cost less than the very same flat ring"),
+    Mutant("recycled_entry_keeps_its_error", "csrc/executor/flight_recorder.cc",
+           "  e.error.clear();\n", "", "cpp", "FlightRecorder.*",
+           why="the flight recorder's reused entry shows the error of the call it replaced"),
+    Mutant("recorder_ring_read_from_slot_zero", "csrc/executor/flight_recorder.h",
+           "    return entries_[(oldest_ + i) % entries_.size()];\n  }\n  const",
+           "    return entries_[i % entries_.size()];\n  }\n  const", "cpp", "FlightRecorder.*",
+           why="updates look entries up from slot 0, not from the oldest: once the ring wraps "
+               "they reach the wrong call"),
     Mutant("small_calls_never_run_here", "csrc/backend/ring_backend.cc",
            "  return comm.allIssued(seq + 1, patience);",
            "  return false && comm.allIssued(seq + 1, patience);", "py",

@@ -163,6 +163,33 @@ def scenario_mismatch_op():
     os._exit(0)
 
 
+def scenario_future_of_a_failed_work():
+    """A failed Work's Future (torch.distributed.Work.get_future: the Future completes with
+    the Work's outcome, an error included), asked for before the failure and after it.
+    float32 against float64: a mismatch every rank detects. 2**20 elements, past
+    TORCH_RING_INLINE_BYTES: the call goes to the worker, so the first Future is usually
+    asked for before the Work completes. The next all_reduce fails too (the group is broken),
+    and its Future is first asked for after its wait()."""
+    rank, world = init()
+    x = torch.ones(2**20, dtype=torch.float32 if rank == 0 else torch.float64)
+    work = dist.all_reduce(x, async_op=True)
+    before = work.get_future()
+    chained = before.then(lambda f: f.value())
+    seen = []
+    for label, fn in (("work", work.wait), ("before", before.wait), ("chained", chained.wait)):
+        err, msg, _ = run_and_capture(fn)
+        seen.append({"label": label, "error": err, "message": msg})
+    next_work = dist.all_reduce(x, async_op=True)
+    err, msg, _ = run_and_capture(next_work.wait)
+    seen.append({"label": "next work", "error": err, "message": msg})
+    after = next_work.get_future()
+    done = after.done()
+    err, msg, _ = run_and_capture(after.wait)
+    seen.append({"label": "next future", "error": err, "message": msg, "done": done})
+    report(rank=rank, seen=seen)
+    os._exit(0)
+
+
 def scenario_mismatch_direct_bytes():
     # TORCH_RING_DIRECT_BYTES set on rank 0 only (read when the group starts): rank 0 moves a
     # 400-byte all_reduce around the ring, the others in one direct round.

@@ -57,6 +57,26 @@ def test_killed_rank_makes_survivors_fail_fast_naming_it():
         assert after["elapsed"] < 1.0, after
 
 
+def test_a_failed_works_future_fails_with_its_error_whenever_it_is_asked_for():
+    # torch's contract (Work.get_future): the Future completes when the Work does, with its
+    # value or its error; a Future asked for after completion is already completed.
+    run = run_scenario("future_of_a_failed_work", 2, timeout_s=TIMEOUT_S)
+    results = run.by_rank()
+    assert sorted(results) == [0, 1], run.outputs
+    for rank, r in results.items():
+        by_label = {s["label"]: s for s in r["seen"]}
+        assert sorted(by_label) == ["before", "chained", "next future", "next work", "work"], r
+        assert by_label["next future"]["done"], r  # asked for after the Work completed
+        for label, seen in by_label.items():
+            # The Future's error is the Work's, whichever way it is reached; the next call
+            # names the same cause (the group broke on it).
+            assert seen["error"] is not None, (rank, label, r)
+            assert "mismatch" in seen["message"] and "float64" in seen["message"], (rank, seen)
+        assert by_label["work"]["error"] == "DistBackendError", r
+        assert by_label["before"]["message"] == by_label["work"]["message"], r
+        assert by_label["next future"]["message"] == by_label["next work"]["message"], r
+
+
 @pytest.mark.parametrize("scenario, fragments", [
     ("mismatch_count", ["1000", "2000", "all_reduce", "sequence 0"]),
     ("mismatch_collective", ["all_reduce", "broadcast"]),

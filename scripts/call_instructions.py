@@ -1,0 +1,112 @@
+"""Instructions per collective call on the caller's thread, counted by valgrind's callgrind:
+ring's own per-call cost (its bookkeeping) beside torch's `fake` group, which does nothing.
+
+    python scripts/call_instructions.py                    # ring and fake, 2000 calls each
+    python scripts/call_instructions.py --calls 4000 --backends ring
+
+Why instructions and not time: on this 2-core VM a call's time moves by 1.5-2x between jobs
+and within one (docs/latency_cpu.md), so a change of a few hundred ns per call needs many
+alternating jobs to see; the instruction count of the same calls is the same in every run.
+It counts what the caller's thread executes, world 1 (no peer, nothing to wait for), for
+`pg.allreduce([t], opts).wait()` on 4 KiB of float32: torch's dispatch and pybind11, then the
+backend. The count starts after 300 warm-up calls (callgrind_control turns it on) and covers
+exactly `--calls` calls. Needs valgrind (apt-get install valgrind).
+"""
+import argparse
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def child(backend, flag, calls):
+    import torch
+    import torch.distributed as dist
+    import torch_ring_backend  # noqa: F401  (registers "ring")
+    if backend == "fake":
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=1)
+    else:
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    tensors = [torch.ones(1024)]
+    pg = dist.distributed_c10d._get_default_group()
+    opts = dist.AllreduceOptions()
+    opts.reduceOp = dist.ReduceOp.SUM
+    for _ in range(300):
+        pg.allreduce(tensors, opts).wait()
+    # The parent turns counting on, then removes the flag: the loop starts counted.
+    with open(flag, "w") as f:
+        f.write("ready")
+    while os.path.exists(flag):
+        time.sleep(0.01)
+    for _ in range(calls):
+        pg.allreduce(tensors, opts).wait()
+    with open(flag + ".done", "w") as f:
+        f.write("done")
+    time.sleep(600)  # the parent dumps the counts and ends this process
+
+
+def _wait_for(path, proc, what):
+    deadline = time.monotonic() + 900
+    while not os.path.exists(path):
+        if proc.poll() is not None:
+            raise SystemExit(f"call_instructions: the child exited ({proc.returncode}) before {what}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise SystemExit(f"call_instructions: no {what} after 900 s")
+        time.sleep(0.05)
+
+
+def count(backend, calls, workdir):
+    flag = os.path.join(workdir, f"{backend}.flag")
+    out = os.path.join(workdir, f"{backend}.callgrind")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+         sys.executable, os.path.abspath(__file__), "--child", backend, flag, str(calls)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(flag, proc, "warm-up")
+        subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], check=True,
+                       capture_output=True)
+        os.remove(flag)
+        _wait_for(flag + ".done", proc, "the counted calls")
+        subprocess.run(["callgrind_control", "-i", "off", str(proc.pid)], check=True,
+                       capture_output=True)
+        subprocess.run(["callgrind_control", "-d", str(proc.pid)], check=True, capture_output=True)
+    finally:
+        proc.kill()
+        proc.wait()
+    totals = []
+    for path in glob.glob(out + "*"):
+        with open(path) as f:
+            for line in f:
+                if line.startswith(("totals:", "summary:")):
+                    totals.append(int(line.split()[1]))
+    if not totals:
+        raise SystemExit(f"call_instructions: callgrind wrote no counts for {backend}")
+    return max(totals) / calls
+
+
+def main(argv=None):
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return 0
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--calls", type=int, default=2000)
+    p.add_argument("--backends", default="ring,fake")
+    a = p.parse_args(argv)
+    results = {}
+    with tempfile.TemporaryDirectory() as workdir:
+        for backend in a.backends.split(","):
+            results[backend] = count(backend, a.calls, workdir)
+            print(f"{backend:>6}: {results[backend]:9.0f} instructions per call", flush=True)
+    if "ring" in results and "fake" in results:
+        print(f"  ring over fake: {results['ring'] - results['fake']:.0f} instructions per call")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+// The flight recorder as its readers rely on it (torch's flight recorder keeps the last N
+// entries in a ring buffer, TORCH_FR_BUFFER_SIZE of them, oldest first in a dump): the last
+// `capacity` calls oldest first, updates by id that find nothing once an entry is gone, and no
+// field of an overwritten entry showing through in the call that replaced it.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "executor/flight_recorder.h"
+
+namespace ring {
+namespace {
+
+std::vector<uint64_t> seqs(const FlightRecorder& r) {
+  std::vector<uint64_t> out;
+  for (const FlightEntry& e : r.snapshot()) out.push_back(e.seq);
+  return out;
+}
+
+void shapesOfTwo(const void*, FlightShapes& s) {
+  s.inputSizes = {{2, 3}};
+  s.inputDtypes = {"Float"};
+  s.outputSizes = {{2, 3}};
+  s.outputDtypes = {"Float"};
+}
+
+TEST(FlightRecorder, KeepsTheLastEntriesOldestFirstAcrossManyWrapArounds) {
+  FlightRecorder r(4);
+  for (uint64_t seq = 0; seq < 3; ++seq) r.recordQueued(seq, "all_reduce", "d");
+  EXPECT_EQ(seqs(r), (std::vector<uint64_t>{0, 1, 2}));
+  for (uint64_t seq = 3; seq < 103; ++seq) r.recordQueued(seq, "all_reduce", "d");
+  EXPECT_EQ(seqs(r), (std::vector<uint64_t>{99, 100, 101, 102}));
+}
+
+TEST(FlightRecorder, UpdatesReachTheirEntryAndNothingOnceItIsOverwritten) {
+  FlightRecorder r(2);
+  const uint64_t first = r.recordQueued(10, "broadcast", "d");
+  const uint64_t second = r.recordQueued(11, "all_reduce", "d");
+  r.markStarted(second, "caller");
+  r.markEnded(second, "");
+  r.recordQueued(12, "barrier", "d");  // overwrites `first`
+  r.markStarted(first, "worker");      // gone: must not touch the entry that took its place
+  r.markEnded(first, "late error");
+  const std::vector<FlightEntry> s = r.snapshot();
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].seq, 11u);
+  EXPECT_EQ(s[0].state, "completed");
+  EXPECT_EQ(s[0].thread, "caller");
+  EXPECT_EQ(s[1].seq, 12u);
+  EXPECT_EQ(s[1].collective, "barrier");
+  EXPECT_EQ(s[1].state, "queued");
+  EXPECT_EQ(s[1].thread, "");
+  EXPECT_EQ(s[1].error, "");
+}
+
+TEST(FlightRecorder, AnOverwrittenEntryLeavesNothingOfItselfBehind) {
+  FlightRecorder r(1);
+  const uint64_t failed = r.recordQueued(1, "all_gather", "a long detail that needs the heap",
+                                         &shapesOfTwo, nullptr, 5000);
+  r.markStarted(failed, "worker");
+  r.markEnded(failed, "ring: it failed");
+  r.recordQueued(2, "barrier", "");
+  const std::vector<FlightEntry> s = r.snapshot();
+  ASSERT_EQ(s.size(), 1u);
+  const FlightEntry& e = s[0];
+  EXPECT_EQ(e.seq, 2u);
+  EXPECT_EQ(e.collective, "barrier");
+  EXPECT_EQ(e.detail, "");
+  EXPECT_EQ(e.state, "queued");
+  EXPECT_EQ(e.thread, "");
+  EXPECT_EQ(e.error, "");
+  EXPECT_EQ(e.startedAtMs, -1);
+  EXPECT_EQ(e.endedAtMs, -1);
+  EXPECT_EQ(e.timeoutMs, 0);
+  EXPECT_TRUE(e.shapes.inputSizes.empty() && e.shapes.outputSizes.empty());
+  EXPECT_TRUE(e.shapes.inputDtypes.empty() && e.shapes.outputDtypes.empty());
+  // And the filler's shapes land in the entry.
+  r.recordQueued(3, "all_reduce", "", &shapesOfTwo);
+  EXPECT_EQ(r.snapshot()[0].shapes.inputSizes, (std::vector<std::vector<int64_t>>{{2, 3}}));
+  EXPECT_EQ(r.snapshot()[0].shapes.outputDtypes, (std::vector<std::string>{"Float"}));
+}
+
+TEST(FlightRecorder, ANewCapacityKeepsTheNewestEntriesInOrder) {
+  FlightRecorder r(4);
+  for (uint64_t seq = 0; seq < 6; ++seq) r.recordQueued(seq, "all_reduce", "");  // 2 3 4 5
+  r.setCapacity(2);
+  EXPECT_EQ(seqs(r), (std::vector<uint64_t>{4, 5}));
+  r.setCapacity(3);
+  for (uint64_t seq = 6; seq < 8; ++seq) r.recordQueued(seq, "all_reduce", "");
+  EXPECT_EQ(seqs(r), (std::vector<uint64_t>{5, 6, 7}));
+  r.setCapacity(0);  // off: keeps nothing, records nothing, ids still advance
+  EXPECT_FALSE(r.enabled());
+  const uint64_t a = r.recordQueued(8, "all_reduce", "", &shapesOfTwo);
+  const uint64_t b = r.recordQueued(9, "all_reduce", "");
+  EXPECT_TRUE(r.snapshot().empty());
+  EXPECT_EQ(b, a + 1);
+  r.setCapacity(2);
+  r.recordQueued(10, "all_reduce", "");
+  EXPECT_EQ(seqs(r), (std::vector<uint64_t>{10}));
+}
+
+}  // namespace
+}  // namespace ring
