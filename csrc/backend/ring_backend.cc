@@ -525,11 +525,15 @@ c10::intrusive_ptr<c10d::Work> RingBackend::alltoall(std::vector<at::Tensor>& ou
 c10::intrusive_ptr<c10d::Work> RingBackend::barrier(const c10d::BarrierOptions& opts) {
   CheckScope s{"barrier", rank_, size_};
   // Queued behind every earlier collective of the group, so it also waits for all of them.
+  // Like any small host call it runs on the caller's thread when nothing of the group is queued
+  // or running and every peer has issued it (issue 26: on the worker, a barrier paid two thread
+  // hand-offs, 12.6-18.6 us at world 2 where a 4 KiB all_reduce takes 11).
   return push(s.collective, seq_++, {c10d::OpType::BARRIER, "", {}, {}, opts.timeout,
                              [this](const CallInfo& c, const Tensors&, const Tensors&) {
                                waitCudaWork();
                                comm_->barrier(c);
-                             }});
+                             }},
+              nullptr, /*mayRunHere=*/true);
 }
 
 // ---- CUDA: the kernel path (set up on first use) and the staging streams -------------------------

@@ -159,6 +159,11 @@ MUTANTS = [
            "tests/python/test_caller_thread.py -x -q -k finds_the_group_free", timeout=300,
            why="the group stays held while a Work completes: the call its waiter issues next goes "
                "to the worker, and one late call keeps every later one there"),
+    Mutant("barrier_always_on_the_worker", "csrc/backend/ring_backend.cc",
+           "              nullptr, /*mayRunHere=*/true);",
+           "              nullptr, /*mayRunHere=*/false);", "py",
+           "tests/python/test_caller_thread.py -x -q -k barrier_every_peer", timeout=300,
+           why="every barrier goes to the worker: two thread hand-offs per barrier"),
     Mutant("late_future_left_pending", "csrc/backend/ring_work.cc",
            "    if (settled_) settle(*future_, torchError_);",
            "    (void)settled_;", "py",

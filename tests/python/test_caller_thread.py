@@ -53,6 +53,29 @@ def test_a_small_call_every_peer_has_issued_runs_on_the_callers_thread(pool, wor
         assert torch.equal(r["large"], torch.full((INLINE_BYTES // 4 + 1,), total)), f"rank {rank}"
 
 
+def barrier_one_rank_at_a_time(ctx):
+    """Ranks enter a barrier one after another, the last rank first: the barrier is a call of
+    no bytes, and only rank 0, the last to enter, finds that every peer has issued it."""
+    for turn in reversed(range(ctx.world)):
+        if ctx.rank == turn:
+            work = dist.barrier(async_op=True)
+            done_at_return = work.is_completed()
+        dist.barrier(group=ctx.gloo)
+    work.wait()
+    entry = torch_ring_backend.flight_recorder()[-1]
+    return {"collective": entry["collective"], "thread": entry["thread"],
+            "done_at_return": done_at_return}
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_a_barrier_every_peer_has_entered_runs_on_the_callers_thread(pool, world):
+    for rank, r in enumerate(pool.run(barrier_one_rank_at_a_time)):
+        assert r["collective"] == "barrier", r
+        assert r["thread"] == ("caller" if rank == 0 else "worker"), f"rank {rank}: {r}"
+        if rank == 0:
+            assert r["done_at_return"], "ran on the caller's thread, so done at return"
+
+
 def opposite_orders(ctx):
     ranks = list(range(ctx.world))
     g1, g2 = dist.new_group(ranks, backend="ring"), dist.new_group(ranks, backend="ring")

@@ -94,6 +94,7 @@ def _measure_sizes(groups, plan, probes):
             n = min(BLOCK_CALLS, plan["calls"] - start)
             for name, call in calls.items():
                 times[name] += _per_call_us(call, n)
+        dist.barrier()  # before the probe, as after the cold phase (ring_job_rank)
         probes.append((before + cpu_probe_ms()) / 2)
         for name in groups:
             out[name][str(nbytes)] = times[name]
@@ -130,6 +131,12 @@ def ring_job_rank(plan):
         for _ in range(COLD_WARMUP):
             dist.all_reduce(t)
         cold = _per_call_us(lambda: dist.all_reduce(t), COLD_CALLS)
+        # A barrier before the probe after a phase, too: the ranks leave a phase's last call
+        # apart, and one that started its probe at once would take the core from a peer that
+        # still has to finish that call. Without it, the last of the 200 cold calls took
+        # 2.2-2.8 ms in 5 of 10 jobs at world 4 (ring's median call: 45-100 us), and MPI's last
+        # 1.2-3.4 ms in 4 of 10 (its median: 21-70 us).
+        dist.barrier()
         probes[0] = (probes[0] + cpu_probe_ms()) / 2
         groups = {"ring": None}
         if plan["fake"]:

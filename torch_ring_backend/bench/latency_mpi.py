@@ -22,6 +22,7 @@ def main(plan_path, result_path):
         comm.Allreduce(MPI.IN_PLACE, t)
     result = {"cold": _per_call_us(lambda: comm.Allreduce(MPI.IN_PLACE, t), COLD_CALLS),
               "steady": {}, "probe_ms": {}}
+    comm.Barrier()  # before the probe after a phase, as latency.py does (why: there)
     # The slowest rank's core speed around each phase, as latency.py measures ring's.
     result["probe_ms"]["cold"] = comm.allreduce((before + cpu_probe_ms()) / 2, op=MPI.MAX)
     for nbytes in plan["sizes"]:
@@ -32,6 +33,7 @@ def main(plan_path, result_path):
         comm.Barrier()  # after the probe, which the ranks finish apart
         result["steady"][str(nbytes)] = _per_call_us(lambda: comm.Allreduce(MPI.IN_PLACE, x),
                                                      plan["calls"])
+        comm.Barrier()
         result["probe_ms"][str(nbytes)] = comm.allreduce((before + cpu_probe_ms()) / 2, op=MPI.MAX)
     if comm.rank == 0:
         with open(result_path, "w") as f:
