@@ -73,9 +73,10 @@ InterHostPlan interHostPlan(AllReduceChoice&& choice) {
 void agreeOnPlans(Store& store, int rank, int size, const std::string& mine,
                   std::chrono::milliseconds timeout) {
   store.set(strCat("ring/plans/", rank), mine);
+  const std::vector<std::string> lines = readEveryRank(
+      store, rank, size, [](int r) { return strCat("ring/plans/", r); }, mine, timeout);
   for (int r = 0; r < size; ++r) {
-    if (r == rank) continue;
-    const std::string theirs = store.get(strCat("ring/plans/", r), timeout);
+    const std::string& theirs = lines[static_cast<size_t>(r)];
     RING_USAGE_CHECK(theirs == mine, "ring: rank ", rank, " has collective plans '", mine,
                      "' but rank ", r, " has '", theirs,
                      "': every rank must set TORCH_RING_ALGO and TORCH_RING_RD_BYTES alike (and, "

@@ -83,11 +83,9 @@ std::unique_ptr<Transport> connectGroup(Store& store, int rank, int size,
                                         int* machineRanks, std::vector<int>* shmDomainOf) {
   checkMode(opts.mode);  // before any store traffic: a bad setting fails this rank at once
   store.set(strCat("ring/host/", rank), opts.hostId);
-  std::vector<std::string> hosts(static_cast<size_t>(size));
-  for (int r = 0; r < size; ++r) {
-    hosts[static_cast<size_t>(r)] =
-        r == rank ? opts.hostId : store.get(strCat("ring/host/", r), opts.timeout);
-  }
+  const std::vector<std::string> hosts = readEveryRank(
+      store, rank, size, [](int r) { return strCat("ring/host/", r); }, opts.hostId,
+      opts.timeout);
   LinkChoice c = chooseLinks(opts.mode, rank, hosts);
   *machineRanks = c.machineRanks;
   *shmDomainOf = c.shmDomainOf;

@@ -29,20 +29,46 @@ int64_t SetupKeys::add(const std::string& key, int64_t delta) {
 
 bool SetupKeys::check(const std::string& key) { return base_.check(prefix_ + key); }
 
+bool SetupKeys::checkAll(const std::vector<std::string>& keys) {
+  return base_.checkAll(prefixed(keys));
+}
+
+std::vector<std::string> SetupKeys::prefixed(const std::vector<std::string>& keys) const {
+  std::vector<std::string> out;
+  out.reserve(keys.size());
+  for (const std::string& key : keys) out.push_back(prefix_ + key);
+  return out;
+}
+
 std::string SetupKeys::get(const std::string& key, std::chrono::milliseconds timeout) {
+  return getAll({key}, timeout)[0];
+}
+
+std::vector<std::string> SetupKeys::getAll(const std::vector<std::string>& keys,
+                                           std::chrono::milliseconds timeout) {
   // Polls rather than blocking in the store's wait(), so that a failure notice from another
-  // rank ends the wait too. Set-up only: the first polls are quick (the key is usually there or
-  // close), later ones back off to 20 ms, a small cost next to process start-up.
+  // rank ends the wait too. Set-up only: the first polls are quick (the keys are usually there
+  // or close), later ones back off to 20 ms, a small cost next to process start-up.
+  const std::vector<std::string> full = prefixed(keys);
   const auto deadline = Clock::now() + timeout;
   auto pause = std::chrono::microseconds(200);
   while (true) {
-    if (base_.check(prefix_ + key)) return base_.get(prefix_ + key, timeout);
+    if (base_.checkAll(full)) return base_.getAll(full, timeout);
     throwIfSetupFailed(*this, strCat("ring: rank ", rank_, " stops setting up the group"));
     auto now = Clock::now();
     if (now >= deadline) {
+      // The failure path only: which keys are missing (each names its rank), a few of them.
+      std::string missing;
+      size_t count = 0;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (base_.check(full[i])) continue;
+        if (++count <= 4) missing += strCat(count > 1 ? ", '" : "'", keys[i], "'");
+      }
+      if (count == 0) return base_.getAll(full, timeout);  // all there since the last poll
       throw TimeoutError(strCat(
-          "ring: rank ", rank_, " waited ", timeout.count(), " ms for store key '", key,
-          "' (set-up number ", incarnation_, " of this group on this store) in vain: a rank did "
+          "ring: rank ", rank_, " waited ", timeout.count(), " ms for store key",
+          count == 1 ? " " : "s ", missing, count > 4 ? strCat(" and ", count - 4, " more") : "",
+          " (set-up number ", incarnation_, " of this group on this store) in vain: a rank did "
           "not start or did not create the group, or the ranks created this group a different "
           "number of times on this store"));
     }

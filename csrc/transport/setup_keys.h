@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "transport/store.h"
 
@@ -38,8 +39,13 @@ class SetupKeys : public Store {
   void set(const std::string& key, const std::string& value) override;
   // Waits for the key, but fails early if a rank reported a set-up failure.
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
+  // The same for many keys at once: one poll asks for all of them (set-up reads a key of
+  // every rank; store.h says why in one call).
+  std::vector<std::string> getAll(const std::vector<std::string>& keys,
+                                  std::chrono::milliseconds timeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
   bool check(const std::string& key) override;
+  bool checkAll(const std::vector<std::string>& keys) override;
 
   int64_t incarnation() const { return incarnation_; }
   const std::string& prefix() const { return prefix_; }
@@ -49,6 +55,8 @@ class SetupKeys : public Store {
   int rank_;
   int64_t incarnation_;
   std::string prefix_;
+
+  std::vector<std::string> prefixed(const std::vector<std::string>& keys) const;
 };
 
 // Best effort: tells the other ranks of this incarnation why this rank's set-up failed.

@@ -3,7 +3,9 @@
 // one rank reports ends the other ranks' waits at once, with its reason.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/errors.h"
 #include "memory_store.h"
@@ -65,6 +67,32 @@ TEST(SetupKeys, TimeoutNamesTheKeyAndTheSetUpNumber) {
     EXPECT_NE(what.find("ring/host/0"), std::string::npos) << what;
     EXPECT_NE(what.find("set-up number 1"), std::string::npos) << what;
   }
+}
+
+TEST(SetupKeys, ManyKeysAtOnceComeInOrderAndATimeoutNamesOnlyTheMissingOnes) {
+  MemoryStore store;
+  SetupKeys r0(store, 0, 4), r1(store, 1, 4), r2(store, 2, 4), r3(store, 3, 4);
+  r1.set("ring/host/1", "b");
+  r3.set("ring/host/3", "d");
+  // Rank 2 publishes while rank 0 already waits for all three.
+  std::thread late([&] {
+    std::this_thread::sleep_for(50ms);
+    r2.set("ring/host/2", "c");
+  });
+  EXPECT_EQ(r0.getAll({"ring/host/3", "ring/host/1", "ring/host/2"}, 5s),
+            (std::vector<std::string>{"d", "b", "c"}));
+  late.join();
+  try {
+    r0.getAll({"ring/host/1", "ring/plans/2", "ring/host/3", "ring/plans/1"}, 30ms);
+    FAIL() << "expected a timeout";
+  } catch (const TimeoutError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("'ring/plans/2', 'ring/plans/1'"), std::string::npos) << what;
+    EXPECT_EQ(what.find("ring/host/"), std::string::npos) << what;  // those were there
+    EXPECT_NE(what.find("set-up number 1"), std::string::npos) << what;
+  }
+  EXPECT_TRUE(r0.checkAll({"ring/host/1", "ring/host/2"}));
+  EXPECT_FALSE(r0.checkAll({"ring/host/1", "ring/plans/2"}));
 }
 
 TEST(SetupKeys, AReportedFailureEndsOtherRanksWaitsWithItsReason) {

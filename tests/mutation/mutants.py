@@ -164,6 +164,13 @@ MUTANTS = [
            "              nullptr, /*mayRunHere=*/false);", "py",
            "tests/python/test_caller_thread.py -x -q -k barrier_every_peer", timeout=300,
            why="every barrier goes to the worker: two thread hand-offs per barrier"),
+    Mutant("setup_reads_key_by_key", "csrc/transport/setup_keys.cc",
+           "    if (base_.checkAll(full)) return base_.getAll(full, timeout);",
+           "    if (base_.checkAll(full)) {\n      std::vector<std::string> one;\n"
+           "      for (const std::string& k : full) one.push_back(base_.get(k, timeout));\n"
+           "      return one;\n    }", "py",
+           "tests/python/test_setup_store.py -x -q", timeout=400,
+           why="set-up reads each rank's key with a request of its own: n*n requests for the store"),
     Mutant("late_future_left_pending", "csrc/backend/ring_work.cc",
            "    if (settled_) settle(*future_, torchError_);",
            "    (void)settled_;", "py",

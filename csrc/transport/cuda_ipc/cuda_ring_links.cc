@@ -102,15 +102,16 @@ CudaRingLinks::CudaRingLinks(Store& store, int rank, int size, const CudaLinkOpt
   std::vector<std::string> hosts(static_cast<size_t>(size));
   std::vector<CudaPeerInfo> infos(static_cast<size_t>(size));
   std::vector<std::string> unreadable(static_cast<size_t>(size));
+  const std::vector<std::string> records =
+      readEveryRank(store, rank, size, infoKey, std::string(), opts.timeout);
   for (int r = 0; r < size; ++r) {
     if (r == rank) {
       hosts[r] = opts.hostId;
       infos[r] = mine;
       continue;
     }
-    const std::string value = store.get(infoKey(r), opts.timeout);
     try {
-      decodePeerInfo(value, &hosts[r], &infos[r]);
+      decodePeerInfo(records[static_cast<size_t>(r)], &hosts[r], &infos[r]);
     } catch (const RingError& e) {
       unreadable[r] = e.what();
       std::memset(&infos[r], 0, sizeof infos[r]);
@@ -195,8 +196,10 @@ CudaRingLinks::CudaRingLinks(Store& store, int rank, int size, const CudaLinkOpt
   // Every rank reads every verdict: the same answer everywhere, and the same first reason.
   usable_ = true;
   std::string firstFatal;
+  const std::vector<std::string> verdicts =
+      readEveryRank(store, rank, size, verdictKey, myVerdict, opts.timeout);
   for (int r = 0; r < size; ++r) {
-    const std::string v = r == rank ? myVerdict : store.get(verdictKey(r), opts.timeout);
+    const std::string& v = verdicts[static_cast<size_t>(r)];
     if (v.rfind("err:", 0) == 0 && firstFatal.empty()) firstFatal = strCat("rank ", r, ": ", v.substr(4));
     if (v != "ok" && usable_) {
       usable_ = false;

@@ -178,10 +178,14 @@ ShmTransport::ShmTransport(Store& store, int rank, int nranks, std::vector<int> 
   const std::string settings = strCat("slot_bytes=", geometry_.slotBytes, " slots=",
                                       geometry_.slots, " ll_bytes=", geometry_.mailboxBytes);
   store.set(inboxKey(rank), strCat(segments_[me].name(), " ", settings));
+  std::vector<std::string> inboxKeys;
+  for (int i = 0; i < nlocal; ++i) inboxKeys.push_back(inboxKey(local_[i]));
+  // Every local rank's key, this rank's own included (set just above), read in one batch.
+  const std::vector<std::string> inboxes = store.getAll(inboxKeys, timeout);
   for (int i = 0; i < nlocal; ++i) {
     if (i == me) continue;
     const int r = local_[i];
-    const std::string value = store.get(inboxKey(r), timeout);
+    const std::string& value = inboxes[static_cast<size_t>(i)];
     const size_t space = value.find(' ');
     const std::string theirs = space == std::string::npos ? "" : value.substr(space + 1);
     if (theirs != settings) {
@@ -209,7 +213,9 @@ ShmTransport::ShmTransport(Store& store, int rank, int nranks, std::vector<int> 
   // Only once every rank has mapped every inbox may the names go: from then on the memory
   // lives exactly as long as the last mapping, and /dev/shm holds nothing of this group.
   store.set(mappedKey(rank), "1");
-  for (int r : local_) store.get(mappedKey(r), timeout);
+  std::vector<std::string> mappedKeys;
+  for (int r : local_) mappedKeys.push_back(mappedKey(r));
+  store.getAll(mappedKeys, timeout);
   segments_[me].unlink();
 
   send_.resize(static_cast<size_t>(kChannels * nranks));

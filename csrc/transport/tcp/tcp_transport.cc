@@ -120,9 +120,24 @@ TcpTransport::TcpTransport(Store& store, int rank, int size, const std::vector<i
     learnLowerPeerAddresses(store, deadline);
     store.set(readyKey(rank), listenAddress_);
     // The lower rank of each pair connects: a fixed rule, so both sides agree without talking.
+    // The higher peers' ready keys are read together (store.h: getAll); a peer is ready once
+    // it knows its lower peers' addresses, which every rank published first, so waiting for
+    // all of them waits for nothing that depends on this rank's connections.
+    std::vector<int> higher;
+    std::vector<std::string> readyKeys;
+    for (int p : peers_) {
+      if (p > rank) {
+        higher.push_back(p);
+        readyKeys.push_back(readyKey(p));
+      }
+    }
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const std::vector<std::string> ready =
+        store.getAll(readyKeys, std::max(left, std::chrono::milliseconds(1)));
     for (int ch = 0; ch < kChannels; ++ch) {
-      for (int p : peers_) {
-        if (p > rank) connectToPeer(store, p, ch, deadline);
+      for (size_t i = 0; i < higher.size(); ++i) {
+        connectToPeer(store, higher[i], ready[i], ch, deadline);
       }
     }
     waitForAllConnected(store, deadline);
@@ -156,10 +171,19 @@ void TcpTransport::stopIo() {
 }
 
 void TcpTransport::learnLowerPeerAddresses(Store& store, Clock::time_point deadline) {
+  std::vector<int> lower;
+  std::vector<std::string> keys;
   for (int p : peers_) {
     if (p > rank_) break;  // peers_ is sorted; only lower ranks connect to this one
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    std::string published = store.get(addrKey(p), std::max(left, std::chrono::milliseconds(1)));
+    lower.push_back(p);
+    keys.push_back(addrKey(p));
+  }
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  const std::vector<std::string> addresses =
+      store.getAll(keys, std::max(left, std::chrono::milliseconds(1)));
+  for (size_t i = 0; i < lower.size(); ++i) {
+    const int p = lower[i];
+    const std::string& published = addresses[i];
     std::string ip;
     int port = 0;
     splitHostPort(published, strCat("rank ", p), &ip, &port);
@@ -185,10 +209,8 @@ void TcpTransport::closeListener(Clock::time_point deadline) {
   }
 }
 
-void TcpTransport::connectToPeer(Store& store, int peer, int channel,
-                                 Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  std::string published = store.get(readyKey(peer), std::max(left, std::chrono::milliseconds(1)));
+void TcpTransport::connectToPeer(Store& store, int peer, const std::string& published,
+                                 int channel, Clock::time_point deadline) {
   std::string ip;
   int port = 0;
   splitHostPort(published, strCat("rank ", peer), &ip, &port);

@@ -105,7 +105,9 @@ class TcpTransport : public Transport {
   struct Control;
 
   // set-up
-  void connectToPeer(Store& store, int peer, int channel, Clock::time_point deadline);
+  // `published`: the peer's listening address from its ready key.
+  void connectToPeer(Store& store, int peer, const std::string& published, int channel,
+                     Clock::time_point deadline);
   void learnLowerPeerAddresses(Store& store, Clock::time_point deadline);
   void waitForAllConnected(Store& store, Clock::time_point deadline);
   void closeListener(Clock::time_point deadline);
