@@ -112,7 +112,8 @@ def straggler_report(group=None, threshold_ms=1.0, device="cpu"):
 def flight_recorder(group=None, device="cpu"):
     """The last collectives of `group` on this rank (oldest first), as a list of dicts with
     seq, collective, detail, state (queued/running/completed/failed), thread (where it ran:
-    "worker", the group's thread, or "caller", the thread that called it), times and error."""
+    "worker", the group's thread, "caller", the thread that called it, or "waiter", a thread
+    that waited for it before the worker took it), times and error."""
     return _ring_backend_of(group, device).flight_recorder()
 
 

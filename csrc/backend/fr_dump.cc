@@ -134,7 +134,8 @@ std::vector<char> flightRecorderDumpBytes() {
         d.insert("timeout_ms", e.timeoutMs);
         d.insert("is_p2p", false);
         d.insert("frames", c10::impl::GenericList(c10::AnyType::get()));
-        d.insert("thread_name", e.thread == "caller" ? "caller" : "ring-worker");
+        d.insert("thread_name",
+                 e.thread == "caller" || e.thread == "waiter" ? e.thread : "ring-worker");
         d.insert("error", e.error);
         entries.push_back(d);
       }

@@ -183,7 +183,7 @@ class RingBackend : public c10d::Backend {
   std::unique_ptr<Communicator> comm_;
   FlightRecorder recorder_;  // sized from TORCH_FR_BUFFER_SIZE in the constructor
   std::atomic<uint64_t> seq_{0};
-  std::unique_ptr<WorkQueue> queue_;
+  std::shared_ptr<WorkQueue> queue_;
   Coalescer coalescer_;
 
   std::mutex p2pMutex_;

@@ -21,6 +21,13 @@ RingWork::RingWork(int rank, c10d::OpType type, uint64_t seq, std::vector<at::Te
       outputs_(std::move(outputs)) {}
 
 bool RingWork::isCompleted() { return c10d::Work::isCompleted(); }
+
+bool RingWork::wait(std::chrono::milliseconds timeout) {
+  if (timeout == kNoTimeout && !c10d::Work::isCompleted()) {
+    if (std::shared_ptr<QueueOfWork> queue = queue_.lock()) queue->runOnWaiter(*this);
+  }
+  return c10d::Work::wait(timeout);
+}
 bool RingWork::isSuccess() const { return c10d::Work::isSuccess(); }
 std::exception_ptr RingWork::exception() const { return c10d::Work::exception(); }
 std::vector<at::Tensor> RingWork::result() { return outputs_; }

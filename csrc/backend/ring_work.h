@@ -7,11 +7,22 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
 
 namespace ring {
+
+class RingWork;
+
+// The queue a Work's task waits in (WorkQueue), as wait() sees it: runs the task of `work` on
+// the calling thread if it is next in line and nothing of the group is running.
+class QueueOfWork {
+ public:
+  virtual ~QueueOfWork() = default;
+  virtual bool runOnWaiter(const RingWork& work) = 0;
+};
 
 class RingWork : public c10d::Work {
  public:
@@ -34,6 +45,17 @@ class RingWork : public c10d::Work {
   // Called once, on the thread that ran the collective.
   void complete(std::exception_ptr error, int sourceRank = -1);
 
+  // Why a waiter may run its own task: a call handed to the worker (a peer was late) and then
+  // waited for costs two thread wake-ups (the worker's, then the waiter's), 100-500 us each
+  // where two ranks share two cores; and the worker may not even get a core while this thread
+  // is about to sleep. Waiting for a task that has not started, this thread runs it instead,
+  // as the caller's thread runs a small call at issue (work_queue.h). Only a wait without a
+  // timeout of its own: the task may take up to the group's timeout.
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  // Set by the queue before the task can be waited for (the queue outlives no Work it names:
+  // a weak reference).
+  void setQueue(std::weak_ptr<QueueOfWork> queue) { queue_ = std::move(queue); }
+
  private:
   // Marks `f` with the outcome complete() recorded (futureMutex_ held or not: see the .cc).
   void settle(c10::ivalue::Future& f, const std::exception_ptr& torchError);
@@ -49,6 +71,7 @@ class RingWork : public c10d::Work {
   bool settled_ = false;           // complete() has run (futureMutex_)
   std::exception_ptr torchError_;  // its error, as torch users see it (futureMutex_)
   std::atomic<int> sourceRank_{-1};
+  std::weak_ptr<QueueOfWork> queue_;
 };
 
 // List[Tensor]: the value type of every future this backend completes.

@@ -9,10 +9,20 @@
 
 namespace ring {
 
+std::shared_ptr<WorkQueue> WorkQueue::make(int rank, std::string groupName,
+                                           FlightRecorder& recorder, Finished finished) {
+  std::shared_ptr<WorkQueue> queue(
+      new WorkQueue(rank, std::move(groupName), recorder, std::move(finished)));
+  queue->start();
+  return queue;
+}
+
 WorkQueue::WorkQueue(int rank, std::string groupName, FlightRecorder& recorder,
                      Finished finished)
     : rank_(rank), groupName_(std::move(groupName)), recorder_(recorder),
-      finished_(std::move(finished)) {
+      finished_(std::move(finished)) {}
+
+void WorkQueue::start() {
   worker_ = std::thread([this] {
     nameThisThread("ring-worker");
     setThreadLogContext(rank_, groupName_);
@@ -39,6 +49,7 @@ void WorkQueue::push(Task task) {
                   " was called after the process group was shut down (destroy_process_group)");
     }
     if (task.runHere.ask == nullptr || !queue_.empty() || running_) {
+      task.work->setQueue(weak_from_this());
       queue_.emplace_back(id, std::move(task));
       wake_.notify_one();
       return;
@@ -58,6 +69,7 @@ void WorkQueue::push(Task task) {
     running_ = false;
     // Not here after all: to the worker, ahead of anything another thread queued meanwhile
     // (it was issued later).
+    task.work->setQueue(weak_from_this());
     queue_.emplace_front(id, std::move(task));
   }
   idle_.notify_all();
@@ -119,6 +131,23 @@ void WorkQueue::stop() {
 void WorkQueue::waitIdle() {
   std::unique_lock<std::mutex> lock(mutex_);
   idle_.wait(lock, [&] { return queue_.empty() && !running_ && completing_ == 0; });
+}
+
+bool WorkQueue::runOnWaiter(const RingWork& work) {
+  std::pair<uint64_t, Task> next;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // First in line and the group free: exactly what the worker would take next, so the order
+    // of the group's tasks is the same whoever runs it.
+    if (running_ || queue_.empty() || queue_.front().second.work.get() != &work) return false;
+    next = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = true;
+  }
+  LogScope logScope(rank_, groupName_);
+  const std::exception_ptr error = run(next.first, next.second, "waiter");
+  releaseThenComplete(next.second, error);
+  return true;
 }
 
 void WorkQueue::loop() {

@@ -13,6 +13,14 @@
 // caller's condition holds (the backend: every peer has already issued this collective, so
 // the caller waits only for ranks that are bound to come: see RingBackend::runHere).
 //
+// And a task still in the queue when a thread waits for its Work runs on that thread
+// (runOnWaiter, "waiter" in the flight recorder), if it is next in line and the group is free:
+// the thread would block for it anyway, and the worker may not have a core yet. Where two
+// ranks shared two cores, a call handed to the worker (its peer was late) left its rank a
+// wake-up or two behind, so the peer's next call waited past its patience and went to the
+// worker too, and so on: runs of 10-70 slow calls (about 190 us and 45 us in turn) in 5 of 14
+// jobs, none in 14 with the waiter running the task (docs/latency_cpu.md).
+//
 // The group is released before a task's Work completes (releaseThenComplete), so a collective
 // issued by the thread that the completion wakes, or from a callback on the Work's Future, finds
 // the group free. The collectives themselves still run one at a time in issue order; only the
@@ -35,7 +43,9 @@
 
 namespace ring {
 
-class WorkQueue {
+// Owned through a shared_ptr (make()): each queued Work holds a weak reference, to run its own
+// task when it is waited for before the worker took it (RingWork::wait).
+class WorkQueue : public QueueOfWork, public std::enable_shared_from_this<WorkQueue> {
  public:
   struct Task {
     const char* name;    // "all_reduce"
@@ -69,9 +79,10 @@ class WorkQueue {
                                       std::chrono::steady_clock::time_point end,
                                       const std::exception_ptr& error)>;
 
-  WorkQueue(int rank, std::string groupName, FlightRecorder& recorder, Finished finished = {});
+  static std::shared_ptr<WorkQueue> make(int rank, std::string groupName,
+                                         FlightRecorder& recorder, Finished finished = {});
   // Runs what is queued, then stops (stop()).
-  ~WorkQueue();
+  ~WorkQueue() override;
 
   // Queues `task`, or runs it before returning (Task::runHere); throws (naming the
   // collective) once the queue has stopped.
@@ -82,8 +93,13 @@ class WorkQueue {
   void stop();
   // Blocks until every task queued so far has finished (bounded: each has a timeout).
   void waitIdle();
+  // Runs the task of `work` on the calling thread ("waiter" in the flight recorder) if it is
+  // first in the queue and nothing of the group is running; false (nothing done) otherwise.
+  bool runOnWaiter(const RingWork& work) override;
 
  private:
+  WorkQueue(int rank, std::string groupName, FlightRecorder& recorder, Finished finished);
+  void start();
   void loop();
   // Runs one task on the calling thread ("worker" or "caller", for the flight recorder):
   // its body, the recorder and the Finished hook; returns its error (null when it succeeded).

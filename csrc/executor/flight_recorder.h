@@ -23,7 +23,7 @@ struct FlightEntry {
   std::string collective;  // "all_reduce"
   std::string detail;      // "1000 x float32, op SUM"
   std::string state;       // queued | running | completed | failed
-  std::string thread;      // where it ran: "worker" (the group's thread) or "caller"
+  std::string thread;      // where it ran: "worker" (the group's thread), "caller" or "waiter"
   double queuedAtMs = 0;   // since the recorder was created
   double startedAtMs = -1;
   double endedAtMs = -1;
@@ -48,9 +48,9 @@ class FlightRecorder {
   // Whether it keeps anything (TORCH_FR_BUFFER_SIZE=0 turns it off): callers skip gathering
   // what it would drop.
   bool enabled() const;
-  // `thread`: "worker" or "caller" (backend/work_queue.h). `at`: when it happened, for a caller
-  // that has just read the clock itself (a read costs tens of ns here; a small collective
-  // is a few us).
+  // `thread`: "worker", "caller" or "waiter" (backend/work_queue.h). `at`: when it happened,
+  // for a caller that has just read the clock itself (a read costs tens of ns here; a small
+  // collective is a few us).
   void markStarted(uint64_t id, const char* thread = "worker",
                    std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now());
   void markEnded(uint64_t id, const std::string& error,

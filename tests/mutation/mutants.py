@@ -164,6 +164,11 @@ MUTANTS = [
            "              nullptr, /*mayRunHere=*/false);", "py",
            "tests/python/test_caller_thread.py -x -q -k barrier_every_peer", timeout=300,
            why="every barrier goes to the worker: two thread hand-offs per barrier"),
+    Mutant("waiter_never_runs_its_task", "csrc/backend/work_queue.cc",
+           "    if (running_ || queue_.empty() || queue_.front().second.work.get() != &work) return false;",
+           "    if (true) return false;", "py",
+           "tests/python/test_caller_thread.py -x -q -k waits_for_it", timeout=300,
+           why="a call waited for before the worker took it waits for the worker: two wake-ups"),
     Mutant("setup_reads_key_by_key", "csrc/transport/setup_keys.cc",
            "    if (base_.checkAll(full)) return base_.getAll(full, timeout);",
            "    if (base_.checkAll(full)) {\n      std::vector<std::string> one;\n"

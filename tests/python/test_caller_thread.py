@@ -17,6 +17,9 @@ import torch_ring_backend
 from harness import WORLDS
 
 INLINE_BYTES = 4 * 1024 * 1024  # the default of TORCH_RING_INLINE_BYTES
+# Where a queued call runs: the worker, or the thread that waits for it if that thread comes
+# first once the call ahead of it is done (test_a_queued_call_runs_on_the_thread_that_waits_for_it).
+QUEUED = ("worker", "waiter")
 
 
 def one_rank_at_a_time(ctx):
@@ -45,8 +48,9 @@ def test_a_small_call_every_peer_has_issued_runs_on_the_callers_thread(pool, wor
     total = world * (world + 1) / 2
     for rank, r in enumerate(pool.run(one_rank_at_a_time)):
         assert r["collectives"] == ["all_reduce", "all_reduce"], r
-        want = ["caller" if rank == 0 else "worker", "worker"]
-        assert r["threads"] == want, f"rank {rank}: {r['threads']}"
+        small_thread, large_thread = r["threads"]
+        assert small_thread == ("caller" if rank == 0 else "worker"), f"rank {rank}: {r['threads']}"
+        assert large_thread in QUEUED, f"rank {rank}: {r['threads']}"
         if rank == 0:
             assert r["small_done_at_return"], "ran on the caller's thread, so done at return"
         assert torch.equal(r["small"], torch.full((16,), total)), f"rank {rank}"
@@ -132,7 +136,63 @@ def test_a_call_issued_as_the_previous_completes_finds_the_group_free(pool, worl
     total = world * (world + 1) / 2
     for rank, r in enumerate(pool.run(next_call_as_the_first_completes, first_elems)):
         # Ranks 1..: the first waited for rank 0 (or was too large), the second queued behind it.
-        want = ["caller" if first_elems == 16 else "worker", "caller"] if rank == 0 else ["worker", "worker"]
-        assert r["threads"] == want, f"rank {rank}: {r['threads']}"
+        if rank == 0:
+            want = ["caller" if first_elems == 16 else "worker", "caller"]
+            assert r["threads"] == want, f"rank {rank}: {r['threads']}"
+        else:
+            first_thread, second_thread = r["threads"]
+            assert first_thread == "worker" and second_thread in QUEUED, f"rank {rank}: {r['threads']}"
         assert torch.equal(r["first"], torch.full((first_elems,), total)), f"rank {rank}"
         assert torch.equal(r["second"], torch.full((16,), 10 * total)), f"rank {rank}"
+
+
+def waited_for_while_the_worker_is_busy(ctx):
+    """Rank 0 queues a second all_reduce behind a first that runs on the worker, and waits for
+    the second while the worker is held up in a callback on the first's Future (it runs on the
+    thread that completes the first). The second is next in line and the group is free, so the
+    waiting thread runs it itself instead of sleeping until the worker is back."""
+    import threading
+    first = torch.full((INLINE_BYTES // 4 + 1,), float(ctx.rank + 1))  # always the worker's
+    second = torch.full((16,), float(10 * (ctx.rank + 1)))
+    out = {}
+    if ctx.rank == 0:
+        in_callback = threading.Event()
+
+        def slow_callback(_):
+            in_callback.set()
+            time.sleep(CALLBACK_S)
+
+        w_first = dist.all_reduce(first, async_op=True)
+        chained = w_first.get_future().then(slow_callback)
+        w_second = dist.all_reduce(second, async_op=True)  # queued: the first holds the group
+    dist.barrier(group=ctx.gloo)  # only now do the peers issue theirs
+    if ctx.rank == 0:
+        assert in_callback.wait(timeout=30)
+        start = time.monotonic()
+        w_second.wait()
+        out["second_took"] = time.monotonic() - start
+        chained.wait()
+    else:
+        w_first = dist.all_reduce(first, async_op=True)
+        w_second = dist.all_reduce(second, async_op=True)
+        w_first.wait()
+        w_second.wait()
+    entries = torch_ring_backend.flight_recorder()[-2:]
+    out["threads"] = [e["thread"] for e in entries]
+    out["first"], out["second"] = first, second
+    return out
+
+
+CALLBACK_S = 2.0
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_queued_call_runs_on_the_thread_that_waits_for_it(pool, world):
+    total = world * (world + 1) / 2
+    for rank, r in enumerate(pool.run(waited_for_while_the_worker_is_busy)):
+        assert torch.equal(r["first"], torch.full((INLINE_BYTES // 4 + 1,), total)), f"rank {rank}"
+        assert torch.equal(r["second"], torch.full((16,), 10 * total)), f"rank {rank}"
+        if rank == 0:
+            assert r["threads"] == ["worker", "waiter"], r["threads"]
+            # Not after the callback: the worker is in it for CALLBACK_S.
+            assert r["second_took"] < CALLBACK_S / 2, r["second_took"]
