@@ -167,7 +167,9 @@ MUTANTS = [
     Mutant("waiter_never_runs_its_task", "csrc/backend/work_queue.cc",
            "    if (running_ || queue_.empty() || queue_.front().second.work.get() != &work) return false;",
            "    if (true) return false;", "py",
-           "tests/python/test_caller_thread.py -x -q -k waits_for_it", timeout=300,
+           "tests/python/test_caller_thread.py::test_a_queued_call_runs_on_the_thread_that_waits_for_it "
+           "tests/python/test_caller_thread.py::test_a_callback_that_waits_for_the_next_queued_call_runs_it "
+           "-x -q", timeout=300,
            why="a call waited for before the worker took it waits for the worker: two wake-ups"),
     Mutant("setup_reads_key_by_key", "csrc/transport/setup_keys.cc",
            "    if (base_.checkAll(full)) return base_.getAll(full, timeout);",

@@ -196,3 +196,44 @@ def test_a_queued_call_runs_on_the_thread_that_waits_for_it(pool, world):
             assert r["threads"] == ["worker", "waiter"], r["threads"]
             # Not after the callback: the worker is in it for CALLBACK_S.
             assert r["second_took"] < CALLBACK_S / 2, r["second_took"]
+
+
+def callback_waits_for_the_next_call(ctx):
+    """Rank 0 waits, inside a callback on one call's Future, for the call queued behind it.
+    The callback runs on the worker as the first call completes, so the worker cannot take
+    the second itself; the waiting callback runs it (it is next in line and the group is
+    free), instead of waiting for a worker that is the thread it runs on."""
+    first = torch.full((INLINE_BYTES // 4 + 1,), float(ctx.rank + 1))  # always the worker's
+    second = torch.full((16,), float(10 * (ctx.rank + 1)))
+    out = {}
+    if ctx.rank == 0:
+        queued = []
+
+        def wait_for_the_second(_):
+            queued[0].wait()
+            return queued[0].is_completed()
+
+        w_first = dist.all_reduce(first, async_op=True)
+        chained = w_first.get_future().then(wait_for_the_second)
+        queued.append(dist.all_reduce(second, async_op=True))
+    dist.barrier(group=ctx.gloo)  # only now do the peers issue theirs
+    if ctx.rank == 0:
+        out["second_done_in_callback"] = chained.wait()
+    else:
+        works = [dist.all_reduce(first, async_op=True), dist.all_reduce(second, async_op=True)]
+        for w in works:
+            w.wait()
+    out["threads"] = [e["thread"] for e in torch_ring_backend.flight_recorder()[-2:]]
+    out["first"], out["second"] = first, second
+    return out
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_callback_that_waits_for_the_next_queued_call_runs_it(pool, world):
+    total = world * (world + 1) / 2
+    for rank, r in enumerate(pool.run(callback_waits_for_the_next_call)):
+        assert torch.equal(r["first"], torch.full((INLINE_BYTES // 4 + 1,), total)), f"rank {rank}"
+        assert torch.equal(r["second"], torch.full((16,), 10 * total)), f"rank {rank}"
+        if rank == 0:
+            assert r["second_done_in_callback"] is True, r
+            assert r["threads"] == ["worker", "waiter"], r["threads"]
