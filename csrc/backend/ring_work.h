@@ -46,8 +46,8 @@ class RingWork : public c10d::Work {
   void complete(std::exception_ptr error, int sourceRank = -1);
 
   // Why a waiter may run its own task: a call handed to the worker (a peer was late) and then
-  // waited for costs two thread wake-ups (the worker's, then the waiter's), 100-500 us each
-  // where two ranks share two cores; and the worker may not even get a core while this thread
+  // waited for costs two thread wake-ups (the worker's, then the waiter's); such calls took
+  // 80-500 us in all where two ranks share two cores (docs/latency_cpu.md); and the worker may not even get a core while this thread
   // is about to sleep. Waiting for a task that has not started, this thread runs it instead,
   // as the caller's thread runs a small call at issue (work_queue.h). Only a wait without a
   // timeout of its own: the task may take up to the group's timeout.
