@@ -3,14 +3,18 @@ ring's own per-call cost (its bookkeeping) beside torch's `fake` group, which do
 
     python scripts/call_instructions.py                    # ring and fake, 2000 calls each
     python scripts/call_instructions.py --calls 4000 --backends ring
+    python scripts/call_instructions.py --backends ring --keep /tmp/cg   # then callgrind_annotate
 
 Why instructions and not time: on this 2-core VM a call's time moves by 1.5-2x between jobs
 and within one (docs/latency_cpu.md), so a change of a few hundred ns per call needs many
 alternating jobs to see; the instruction count of the same calls is the same in every run.
-It counts what the caller's thread executes, world 1 (no peer, nothing to wait for), for
+It counts what rank 0's process executes, world 1 by default (no peer, nothing to wait for), for
 `pg.allreduce([t], opts).wait()` on 4 KiB of float32: torch's dispatch and pybind11, then the
 backend. The count starts after 300 warm-up calls (callgrind_control turns it on) and covers
-exactly `--calls` calls. Needs valgrind (apt-get install valgrind).
+exactly `--calls` calls. With `--world 2` a second rank runs natively beside the counted one
+(a FileStore between them): under valgrind rank 0 is the late one, so it finds its peer's part
+waiting and the count is its share of the exchange without the spinning. Needs valgrind
+(apt-get install valgrind).
 """
 import argparse
 import glob
@@ -21,21 +25,28 @@ import tempfile
 import time
 
 
-def child(backend, flag, calls):
+def child(backend, flag, calls, rank=0, world=1, store_path=""):
     import torch
     import torch.distributed as dist
     import torch_ring_backend  # noqa: F401  (registers "ring")
     if backend == "fake":
         from torch.testing._internal.distributed.fake_pg import FakeStore
-        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=1)
-    else:
+        dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
+    elif world == 1:
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    else:
+        dist.init_process_group(backend, store=dist.FileStore(store_path, world), rank=rank,
+                                world_size=world)
     tensors = [torch.ones(1024)]
     pg = dist.distributed_c10d._get_default_group()
     opts = dist.AllreduceOptions()
     opts.reduceOp = dist.ReduceOp.SUM
     for _ in range(300):
         pg.allreduce(tensors, opts).wait()
+    if rank != 0:  # a peer, not counted: it runs the same calls at full speed
+        for _ in range(calls):
+            pg.allreduce(tensors, opts).wait()
+        time.sleep(600)
     # The parent turns counting on, then removes the flag: the loop starts counted.
     with open(flag, "w") as f:
         f.write("ready")
@@ -59,13 +70,22 @@ def _wait_for(path, proc, what):
         time.sleep(0.05)
 
 
-def count(backend, calls, workdir):
+def count(backend, calls, workdir, world=1):
     flag = os.path.join(workdir, f"{backend}.flag")
     out = os.path.join(workdir, f"{backend}.callgrind")
+    store = os.path.join(workdir, f"{backend}.store")
+    # A kept directory may hold an earlier run's files: its ".done" would end the count at once.
+    for stale in [flag, flag + ".done", store] + glob.glob(out + "*"):
+        if os.path.exists(stale):
+            os.remove(stale)
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    me = [sys.executable, os.path.abspath(__file__), "--child", backend, flag, str(calls)]
+    peers = [subprocess.Popen(me + [str(r), str(world), store], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for r in range(1, world)]
     proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
-         sys.executable, os.path.abspath(__file__), "--child", backend, flag, str(calls)],
+        ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+        + me + ["0", str(world), store],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_for(flag, proc, "warm-up")
@@ -77,8 +97,9 @@ def count(backend, calls, workdir):
                        capture_output=True)
         subprocess.run(["callgrind_control", "-d", str(proc.pid)], check=True, capture_output=True)
     finally:
-        proc.kill()
-        proc.wait()
+        for p in [proc] + peers:
+            p.kill()
+            p.wait()
     totals = []
     for path in glob.glob(out + "*"):
         with open(path) as f:
@@ -92,16 +113,23 @@ def count(backend, calls, workdir):
 
 def main(argv=None):
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        child(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]),
+              sys.argv[7])
         return 0
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--calls", type=int, default=2000)
     p.add_argument("--backends", default="ring,fake")
+    p.add_argument("--world", type=int, default=1,
+                   help="ranks; rank 0 is counted, the others run at full speed beside it")
+    p.add_argument("--keep", metavar="DIR",
+                   help="write the callgrind files into DIR (for callgrind_annotate) and keep them")
     a = p.parse_args(argv)
     results = {}
-    with tempfile.TemporaryDirectory() as workdir:
+    with tempfile.TemporaryDirectory() as scratch:
+        workdir = a.keep or scratch
+        os.makedirs(workdir, exist_ok=True)
         for backend in a.backends.split(","):
-            results[backend] = count(backend, a.calls, workdir)
+            results[backend] = count(backend, a.calls, workdir, a.world)
             print(f"{backend:>6}: {results[backend]:9.0f} instructions per call", flush=True)
     if "ring" in results and "fake" in results:
         print(f"  ring over fake: {results['ring'] - results['fake']:.0f} instructions per call")

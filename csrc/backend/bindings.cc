@@ -70,8 +70,8 @@ PYBIND11_MODULE(_C, m) {
               d["seq"] = e.seq;
               d["collective"] = e.collective;
               d["detail"] = e.detail;
-              d["state"] = e.state;
-              d["thread"] = e.thread;
+              d["state"] = std::string(e.state);
+              d["thread"] = std::string(e.thread);
               d["queued_ms"] = e.queuedAtMs;
               d["started_ms"] = e.startedAtMs;
               d["ended_ms"] = e.endedAtMs;

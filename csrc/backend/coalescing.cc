@@ -95,10 +95,7 @@ class AllOfWork : public c10d::Work {
 
 }  // namespace
 
-bool Coalescer::active() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return open_;
-}
+bool Coalescer::active() const { return open_.load(std::memory_order_acquire); }
 
 void Coalescer::begin(int rank) {
   std::lock_guard<std::mutex> lock(mutex_);

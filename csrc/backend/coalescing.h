@@ -45,7 +45,9 @@ class Coalescer {
 
  private:
   mutable std::mutex mutex_;
-  bool open_ = false;
+  // Written under mutex_; read without it by active(), which every call asks (a lock there was
+  // one more of a small call's dozen).
+  std::atomic<bool> open_{false};
   std::shared_ptr<std::atomic<bool>> openFlag_;
   Block block_;
 };

@@ -37,11 +37,13 @@ std::tuple<int, int> globalRankLayout(const std::vector<uint64_t>& globalRanks, 
   return {start, static_cast<int>(stride)};
 }
 
+bool CommProfile::recording() { return at::hasCallbacks(); }
+
 std::unique_ptr<CommProfile> CommProfile::captureIfProfiling(
     const char* collective, uint64_t seq, const CommProfileGroup& group,
     const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
     std::vector<int64_t> inSplitSizes, std::vector<int64_t> outSplitSizes) {
-  if (!at::hasCallbacks()) return nullptr;
+  if (!recording()) return nullptr;
   std::unique_ptr<CommProfile> p(new CommProfile());
   p->span_ = std::string("ring:") + collective;
   p->collective_ = ncclName(collective);

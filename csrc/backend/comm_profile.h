@@ -36,7 +36,11 @@ struct CommProfileGroup {
 
 class CommProfile {
  public:
-  // Null unless a profiler is recording on this thread (at::hasCallbacks()).
+  // Whether a profiler (any RecordFunction callback) records on this thread: asked before a
+  // call gathers what captureIfProfiling needs (its group's names), which costs more than the
+  // whole check when nothing records.
+  static bool recording();
+  // Null unless a profiler is recording on this thread (recording()).
   static std::unique_ptr<CommProfile> captureIfProfiling(
       const char* collective, uint64_t seq, const CommProfileGroup& group,
       const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,

@@ -36,15 +36,15 @@ c10::IValue sizesOf(const std::vector<std::vector<int64_t>>& sizes) {
   return out;
 }
 
-c10::IValue stringsOf(const std::vector<std::string>& v) {
+c10::IValue stringsOf(const std::vector<std::string_view>& v) {
   c10::impl::GenericList out(c10::AnyType::get());
-  for (const auto& s : v) out.push_back(c10::IValue(s));
+  for (const auto& s : v) out.push_back(c10::IValue(std::string(s)));
   return out;
 }
 
 // torch's entry states: a failed collective stays "started", as torch leaves one that never
 // completed.
-const char* torchState(const std::string& state) {
+const char* torchState(std::string_view state) {
   if (state == "completed") return "completed";
   if (state == "running" || state == "failed") return "started";
   return "scheduled";
@@ -61,7 +61,7 @@ std::string ranksText(const std::vector<int64_t>& ranks) {
 namespace {
 
 void fillSide(const std::vector<at::Tensor>& tensors, std::vector<std::vector<int64_t>>& sizes,
-              std::vector<std::string>& dtypes) {
+              std::vector<std::string_view>& dtypes) {
   // Assigned element by element, not rebuilt: the recorder's entry is reused, and its vectors
   // keep their capacity (executor/flight_recorder.cc says why).
   sizes.resize(tensors.size());
@@ -135,7 +135,8 @@ std::vector<char> flightRecorderDumpBytes() {
         d.insert("is_p2p", false);
         d.insert("frames", c10::impl::GenericList(c10::AnyType::get()));
         d.insert("thread_name",
-                 e.thread == "caller" || e.thread == "waiter" ? e.thread : "ring-worker");
+                 std::string(e.thread == "caller" || e.thread == "waiter" ? e.thread
+                                                                          : "ring-worker"));
         d.insert("error", e.error);
         entries.push_back(d);
       }

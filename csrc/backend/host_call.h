@@ -15,6 +15,7 @@
 
 #include "common/types.h"
 #include "executor/communicator.h"
+#include "executor/flight_recorder.h"
 
 namespace ring {
 
@@ -32,7 +33,7 @@ struct AllReduceKey {
 
 struct HostCall {
   c10d::OpType type;
-  std::string detail;  // for the flight recorder: "1000 x float32, op SUM"
+  CallDetail detail;   // for the flight recorder: "1000 x float32, op SUM"
   Tensors inputs;      // read by the body
   Tensors outputs;     // written by the body; the Work's result (may alias inputs)
   std::chrono::milliseconds timeout;

@@ -34,8 +34,20 @@ bool anyCuda(const Tensors& v) {
   return false;
 }
 
-// "1000 x float32": this project's dtype names, as in every other message.
-std::string countDetail(int64_t count, DType d) { return strCat(count, " x ", dtypeName(d)); }
+// "1000 x float32[, op SUM][, root 3]": this project's dtype names, as in every other message;
+// written out only into the flight recorder's entry (CallDetail).
+CallDetail countDetail(int64_t count, DType d, RedOp op, int64_t root = -1) {
+  return CallDetail::counted(count, dtypeName(d), redOpName(op), root);
+}
+CallDetail countDetail(int64_t count, DType d, int64_t root = -1) {
+  return CallDetail::counted(count, dtypeName(d), nullptr, root);
+}
+// The same, then `words` ("1000 x float32 in, 2000 out").
+CallDetail countDetailThen(int64_t count, DType d, std::string words) {
+  CallDetail detail = countDetail(count, d);
+  detail.text = std::move(words);
+  return detail;
+}
 
 // The concatenation of `parts` as one flat tensor (a copy).
 at::Tensor flatCat(const Tensors& parts) {
@@ -93,8 +105,10 @@ c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, H
     }
   }
   task.name = name;
-  task.profile = CommProfile::captureIfProfiling(name, seq, profileGroup(), call.inputs,
-                                                 call.outputs);
+  if (CommProfile::recording()) {
+    task.profile = CommProfile::captureIfProfiling(name, seq, profileGroup(), call.inputs,
+                                                   call.outputs);
+  }
   task.detail = std::move(call.detail);
   task.call = CallInfo{seq, effectiveTimeout(call.timeout)};
   task.work = c10::make_intrusive<RingWork>(rank_, call.type, task.call.seq, call.outputs);
@@ -133,7 +147,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::run(const CheckScope& s, HostCall ca
       stagingStream(device), call.inputs, call.outputs);
   call.inputs = staged->hostInputs();
   call.outputs = staged->hostOutputs();
-  call.detail += " (CUDA, staged through host memory)";
+  call.detail.note = " (CUDA, staged through host memory)";
   auto hostWork = push(s.collective, seq, std::move(call),
                        [staged](const CallInfo& c) { staged->waitCopiedIn(c.timeout); });
   finishWhenDone(hostWork, staged);
@@ -159,7 +173,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allreduce(std::vector<at::Tensor>& t
     return started(cuda->allReduce(s, t, d, op, factor, seq_++, effectiveTimeout(opts.timeout)));
   }
 #endif
-  return run(s, {c10d::OpType::ALLREDUCE, strCat(countDetail(t.numel(), d), ", op ", redOpName(op)),
+  return run(s, {c10d::OpType::ALLREDUCE, countDetail(t.numel(), d, op),
                  {t}, {t}, opts.timeout,
                  [this, d, op, factor](const CallInfo& c, const Tensors&, const Tensors& out) {
                    comm_->allReduce(out[0].data_ptr(), out[0].numel(), d, op, factor, c);
@@ -208,7 +222,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::broadcast(std::vector<at::Tensor>& t
     return started(cuda->broadcast(s, t, d, root, seq_++, effectiveTimeout(opts.timeout)));
   }
 #endif
-  return run(s, {c10d::OpType::BROADCAST, strCat(countDetail(t.numel(), d), ", root ", root),
+  return run(s, {c10d::OpType::BROADCAST, countDetail(t.numel(), d, root),
                  {t}, {t}, opts.timeout,
                  [this, d, root](const CallInfo& c, const Tensors&, const Tensors& out) {
                    comm_->broadcast(out[0].data_ptr(), out[0].numel(), d, root, c);
@@ -224,7 +238,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reduce(std::vector<at::Tensor>& tens
   const RedOp op = toRingOp(s, opts.reduceOp, t.scalar_type(), &factor);
   const DType d = toRingDType(s, t.scalar_type());
   return run(s, {c10d::OpType::REDUCE,
-                 strCat(countDetail(t.numel(), d), ", op ", redOpName(op), ", root ", root), {t},
+                 countDetail(t.numel(), d, op, root), {t},
                  {t}, opts.timeout,
                  [this, d, op, factor, root](const CallInfo& c, const Tensors&, const Tensors& out) {
                    comm_->reduce(out[0].data_ptr(), out[0].data_ptr(), out[0].numel(), d, op,
@@ -340,7 +354,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::_reduce_scatter_base(
   // overwritten first, so such an input is read from a copy.
   const bool copyInput = overlaps(input, output);
   return run(s, {c10d::OpType::_REDUCE_SCATTER_BASE,
-                 strCat(countDetail(output.numel(), d), ", op ", redOpName(op)), {input}, {output},
+                 countDetail(output.numel(), d, op), {input}, {output},
                  opts.timeout,
                  [this, d, op, factor, copyInput](const CallInfo& c, const Tensors& in,
                                                   const Tensors& out) {
@@ -360,7 +374,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reduce_scatter(
   const RedOp op = toRingOp(s, opts.reduceOp, outputs[0].scalar_type(), &factor);
   const DType d = toRingDType(s, outputs[0].scalar_type());
   return run(s, {c10d::OpType::REDUCE_SCATTER,
-                 strCat(countDetail(outputs[0].numel(), d), ", op ", redOpName(op)), inputs[0],
+                 countDetail(outputs[0].numel(), d, op), inputs[0],
                  outputs, opts.timeout,
                  [this, d, op, factor](const CallInfo& c, const Tensors& in, const Tensors& out) {
                    at::Tensor flat = flatCat(in);
@@ -395,7 +409,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::gather(std::vector<std::vector<at::T
   const int root = checkRootedList(s, inputs, "input", opts.rootRank, "root (dst)", outputs,
                                    "gather_list", "the input's size");
   const DType d = toRingDType(s, inputs[0].scalar_type());
-  return run(s, {c10d::OpType::GATHER, strCat(countDetail(inputs[0].numel(), d), ", root ", root),
+  return run(s, {c10d::OpType::GATHER, countDetail(inputs[0].numel(), d, root),
                  inputs, rank_ == root ? outputs[0] : Tensors{}, opts.timeout,
                  [this, d, root](const CallInfo& c, const Tensors& in, const Tensors& out) {
                    at::Tensor flat;
@@ -413,7 +427,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::scatter(std::vector<at::Tensor>& out
   const int root = checkRootedList(s, outputs, "output", opts.rootRank, "root (src)", inputs,
                                    "scatter_list", "the output's size");
   const DType d = toRingDType(s, outputs[0].scalar_type());
-  return run(s, {c10d::OpType::SCATTER, strCat(countDetail(outputs[0].numel(), d), ", root ", root),
+  return run(s, {c10d::OpType::SCATTER, countDetail(outputs[0].numel(), d, root),
                  rank_ == root ? inputs[0] : Tensors{}, outputs, opts.timeout,
                  [this, d, root](const CallInfo& c, const Tensors& in, const Tensors& out) {
                    at::Tensor flat;
@@ -475,7 +489,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::alltoall_base(at::Tensor& output, at
   const Exchange x = exchangeOf(sendBytes, recvBytes);
   const DType d = toRingDType(s, input.scalar_type());
   return run(s, {c10d::OpType::ALLTOALL_BASE,
-                 strCat(countDetail(input.numel(), d), " in, ", output.numel(), " out"), {input},
+                 countDetailThen(input.numel(), d, strCat(" in, ", output.numel(), " out")), {input},
                  {output}, opts.timeout,
                  [this, d, x](const CallInfo& c, const Tensors& in, const Tensors& out) {
                    comm_->allToAll(in[0].data_ptr(), out[0].data_ptr(), x.sendCounts,
@@ -528,7 +542,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::barrier(const c10d::BarrierOptions& 
   // Like any small host call it runs on the caller's thread when nothing of the group is queued
   // or running and every peer has issued it (issue 26: on the worker, a barrier paid two thread
   // hand-offs, 12.6-18.6 us at world 2 where a 4 KiB all_reduce takes 11).
-  return push(s.collective, seq_++, {c10d::OpType::BARRIER, "", {}, {}, opts.timeout,
+  return push(s.collective, seq_++, {c10d::OpType::BARRIER, CallDetail(), {}, {}, opts.timeout,
                              [this](const CallInfo& c, const Tensors&, const Tensors&) {
                                waitCudaWork();
                                comm_->barrier(c);

@@ -178,6 +178,9 @@ class RingBackend : public c10d::Backend {
   std::atomic<int> lastError_{0};  // c10d::ErrorType
   std::atomic<int> shrinks_{0};
   std::mutex hookMutex_;
+  // Set once a completion hook is registered (never unset): finished() runs after every call and
+  // takes hookMutex_ only when there is a hook to copy.
+  std::atomic<bool> hasHook_{false};
   // Released by shutdown() (guarded by commMutex_ from then on: abort() may race with it).
   mutable std::mutex commMutex_;
   std::unique_ptr<Communicator> comm_;

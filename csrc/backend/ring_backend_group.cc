@@ -196,6 +196,7 @@ void RingBackend::registerOnCompletionHook(
   TORCH_CHECK(!onCompletionHook_, "ring: rank ", rank_, ": a completion hook is already registered "
               "on group '", groupName_, "' (one per group, as in ProcessGroupNCCL)");
   onCompletionHook_ = std::move(hook);
+  hasHook_.store(true, std::memory_order_release);
 }
 
 void RingBackend::finished(c10d::OpType type, uint64_t seq,
@@ -207,6 +208,7 @@ void RingBackend::finished(c10d::OpType type, uint64_t seq,
     const std::vector<int64_t> ranks = globalRanks();
     dumpAfterFailureOnce(static_cast<int>(ranks[static_cast<size_t>(rank_)]));
   }
+  if (!hasHook_.load(std::memory_order_acquire)) return;
   std::function<void(std::shared_ptr<c10d::WorkInfo>)> hook;
   {
     std::lock_guard<std::mutex> lock(hookMutex_);

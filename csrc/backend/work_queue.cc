@@ -32,7 +32,7 @@ void WorkQueue::start() {
 
 WorkQueue::~WorkQueue() { stop(); }
 
-void WorkQueue::push(Task task) {
+void WorkQueue::push(Task&& task) {
   // The recorder fills the entry's shapes from the task's tensors (what the body will run on).
   const uint64_t id = recorder_.recordQueued(
       task.call.seq, task.name, task.detail,

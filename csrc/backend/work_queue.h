@@ -49,7 +49,7 @@ class WorkQueue : public QueueOfWork, public std::enable_shared_from_this<WorkQu
  public:
   struct Task {
     const char* name;    // "all_reduce"
-    std::string detail;  // for the flight recorder: "1000 x float32, op SUM"
+    CallDetail detail;   // for the flight recorder: "1000 x float32, op SUM"
     c10::intrusive_ptr<RingWork> work;
     CallInfo call;
     // What it runs: before(call) if set, then body(call, inputs, outputs). Kept apart, not
@@ -86,7 +86,7 @@ class WorkQueue : public QueueOfWork, public std::enable_shared_from_this<WorkQu
 
   // Queues `task`, or runs it before returning (Task::runHere); throws (naming the
   // collective) once the queue has stopped.
-  void push(Task task);
+  void push(Task&& task);
   // Fails every task not yet started with "aborted" (abort()).
   void dropPending();
   // Runs what is queued (each bounded by its timeout), then ends the thread. Idempotent.

@@ -16,6 +16,11 @@ namespace {
 struct ThreadContext {
   int rank = -1;  // -1: this thread works for no particular group now
   std::string group;
+  // Set inside a LogScope: the scope's group, which outlives the scope. A pointer, not a copy:
+  // the caller's thread enters a scope on every collective, and copying the group's name in
+  // and back out was a few hundred instructions of a small call (issue 26).
+  const std::string* scopedGroup = nullptr;
+  const std::string& groupName() const { return scopedGroup != nullptr ? *scopedGroup : group; }
 };
 
 ThreadContext& threadContext() {
@@ -95,22 +100,30 @@ std::string expandLogFilePattern(const std::string& pattern, int rank) {
 }
 
 void setThreadLogContext(int rank, const std::string& group) {
-  threadContext().rank = rank;
-  threadContext().group = group;
+  ThreadContext& c = threadContext();
+  c.rank = rank;
+  c.group = group;
+  c.scopedGroup = nullptr;
 }
 
 LogScope::LogScope(int rank, const std::string& group)
-    : savedRank_(threadContext().rank), savedGroup_(threadContext().group) {
-  setThreadLogContext(rank, group);
+    : savedRank_(threadContext().rank), savedGroup_(threadContext().scopedGroup) {
+  ThreadContext& c = threadContext();
+  c.rank = rank;
+  c.scopedGroup = &group;
 }
 
-LogScope::~LogScope() { setThreadLogContext(savedRank_, savedGroup_); }
+LogScope::~LogScope() {
+  ThreadContext& c = threadContext();
+  c.rank = savedRank_;
+  c.scopedGroup = savedGroup_;
+}
 
 void logLine(int level, const std::string& line) {
   static const char* names[] = {"WARN", "INFO", "TRACE"};
   static const std::string host = hostName();
   const ThreadContext& c = threadContext();
-  std::string who = c.rank >= 0 ? strCat(" rank ", c.rank, " group '", c.group, "'") : "";
+  std::string who = c.rank >= 0 ? strCat(" rank ", c.rank, " group '", c.groupName(), "'") : "";
   FILE* out = sink();
   // One fprintf per line so lines of concurrent threads do not interleave mid-line.
   std::fprintf(out, "[torch_ring %s %s:%d%s %s] %s\n", utcTimestamp().c_str(), host.c_str(),

@@ -19,16 +19,18 @@ void setThreadLogContext(int rank, const std::string& group);
 
 // The same for one scope of a thread that serves several groups (the caller's thread, which
 // enters the backend for whichever group it calls); the previous context comes back after.
+// `group` is referred to, not copied: it must outlive the scope (a group's own name does).
 class LogScope {
  public:
   LogScope(int rank, const std::string& group);
+  LogScope(int rank, std::string&& group) = delete;  // a temporary would not outlive the scope
   ~LogScope();
   LogScope(const LogScope&) = delete;
   LogScope& operator=(const LogScope&) = delete;
 
  private:
   int savedRank_;
-  std::string savedGroup_;
+  const std::string* savedGroup_;
 };
 
 // TORCH_RING_DEBUG_FILE's pattern with %h (host name), %p (pid), %r (rank: RANK from the

@@ -28,9 +28,53 @@ bool FlightRecorder::enabled() const {
   return on_.load(std::memory_order_relaxed);
 }
 
+CallDetail CallDetail::counted(int64_t count, const char* dtype, const char* op, int64_t root) {
+  CallDetail d;
+  d.count = count;
+  d.dtype = dtype;
+  d.op = op;
+  d.root = root;
+  return d;
+}
+
+void CallDetail::appendTo(std::string& out) const {
+  if (count >= 0) {
+    detail::appendOne(out, count);
+    out += " x ";
+    detail::appendOne(out, dtype);
+    if (op != nullptr) {
+      out += ", op ";
+      out += op;
+    }
+    if (root >= 0) {
+      out += ", root ";
+      detail::appendOne(out, root);
+    }
+  }
+  out += text;
+  if (note != nullptr) out += note;
+}
+
+std::string CallDetail::str() const {
+  std::string out;
+  appendTo(out);
+  return out;
+}
+
 uint64_t FlightRecorder::recordQueued(uint64_t seq, const std::string& collective,
-                                      const std::string& detail, FillShapes fillShapes,
+                                      const std::string& detail) {
+  return record(seq, collective, nullptr, &detail, nullptr, nullptr, 0);
+}
+
+uint64_t FlightRecorder::recordQueued(uint64_t seq, const std::string& collective,
+                                      const CallDetail& detail, FillShapes fillShapes,
                                       const void* context, int64_t timeoutMs) {
+  return record(seq, collective, &detail, nullptr, fillShapes, context, timeoutMs);
+}
+
+uint64_t FlightRecorder::record(uint64_t seq, const std::string& collective,
+                                const CallDetail* parts, const std::string* words,
+                                FillShapes fillShapes, const void* context, int64_t timeoutMs) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (capacity_ == 0) return nextId_++;  // off: the updates below find nothing to change
   // Why the oldest entry is overwritten in place rather than a new one made: its strings and
@@ -48,9 +92,14 @@ uint64_t FlightRecorder::recordQueued(uint64_t seq, const std::string& collectiv
   FlightEntry& e = slot->second;
   e.seq = seq;
   e.collective = collective;
-  e.detail = detail;
+  if (parts != nullptr) {
+    e.detail.clear();
+    parts->appendTo(e.detail);
+  } else {
+    e.detail = *words;
+  }
   e.state = "queued";
-  e.thread.clear();
+  e.thread = std::string_view();
   e.startedAtMs = -1;
   e.endedAtMs = -1;
   e.error.clear();

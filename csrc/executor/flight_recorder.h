@@ -7,23 +7,50 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ring {
 
 // The tensors of a call as torch's flight recorder lists them (fr_trace compares them across
-// ranks): one shape per tensor, and torch's dtype names ("Float").
+// ranks): one shape per tensor, and torch's dtype names ("Float": static text, c10::toString's).
 struct FlightShapes {
   std::vector<std::vector<int64_t>> inputSizes, outputSizes;
-  std::vector<std::string> inputDtypes, outputDtypes;
+  std::vector<std::string_view> inputDtypes, outputDtypes;
+};
+
+// What an entry says of its call ("1000 x float32, op SUM"), kept as parts and written out only
+// into the entry, whose string keeps its capacity from one call to the next.
+// Why parts and not the string: a small collective's detail is longer than a std::string holds
+// inline, so building it at issue cost an allocation and a few hundred instructions per call
+// (issue 26), for a text that is read only when the recorder is dumped.
+struct CallDetail {
+  CallDetail() = default;
+  // Any other words, as they are (not explicit: a call site may pass strCat(...) itself).
+  CallDetail(std::string words) : text(std::move(words)) {}  // NOLINT(google-explicit-constructor)
+  // "count x dtype", then ", op OP" where op is set, then ", root ROOT" where root >= 0.
+  static CallDetail counted(int64_t count, const char* dtype, const char* op = nullptr,
+                            int64_t root = -1);
+
+  int64_t count = -1;           // >= 0: "count x dtype" comes first
+  const char* dtype = nullptr;  // static text (dtypeName)
+  const char* op = nullptr;     // static text (redOpName)
+  int64_t root = -1;
+  std::string text;             // after the parts above
+  const char* note = nullptr;   // static text, last: " (CUDA, staged through host memory)"
+
+  void appendTo(std::string& out) const;
+  std::string str() const;
 };
 
 struct FlightEntry {
   uint64_t seq = 0;
   std::string collective;  // "all_reduce"
   std::string detail;      // "1000 x float32, op SUM"
-  std::string state;       // queued | running | completed | failed
-  std::string thread;      // where it ran: "worker" (the group's thread), "caller" or "waiter"
+  // Both name static text (string literals), never a copy: a call sets them three times, and
+  // assigning a std::string each time was a measurable part of a small call (issue 26).
+  std::string_view state;   // queued | running | completed | failed
+  std::string_view thread;  // where it ran: "worker" (the group's thread), "caller" or "waiter"
   double queuedAtMs = 0;   // since the recorder was created
   double startedAtMs = -1;
   double endedAtMs = -1;
@@ -42,13 +69,15 @@ class FlightRecorder {
   using FillShapes = void (*)(const void* context, FlightShapes& shapes);
   // Returns an id used by the updates below. fillShapes(context, shapes), when given, fills the
   // entry's shapes in place (called only while the recorder keeps entries).
-  uint64_t recordQueued(uint64_t seq, const std::string& collective, const std::string& detail,
+  uint64_t recordQueued(uint64_t seq, const std::string& collective, const CallDetail& detail,
                         FillShapes fillShapes = nullptr, const void* context = nullptr,
                         int64_t timeoutMs = 0);
+  uint64_t recordQueued(uint64_t seq, const std::string& collective, const std::string& detail);
   // Whether it keeps anything (TORCH_FR_BUFFER_SIZE=0 turns it off): callers skip gathering
   // what it would drop.
   bool enabled() const;
-  // `thread`: "worker", "caller" or "waiter" (backend/work_queue.h). `at`: when it happened,
+  // `thread`: "worker", "caller" or "waiter" (backend/work_queue.h), a string literal (kept as
+  // it is, not copied). `at`: when it happened,
   // for a caller that has just read the clock itself (a read costs tens of ns here; a small
   // collective is a few us).
   void markStarted(uint64_t id, const char* thread = "worker",
@@ -60,6 +89,10 @@ class FlightRecorder {
   std::string dump() const;
 
  private:
+  // recordQueued's one body: the detail from its parts, or (parts null) the words as given.
+  uint64_t record(uint64_t seq, const std::string& collective, const CallDetail* parts,
+                  const std::string* words, FillShapes fillShapes, const void* context,
+                  int64_t timeoutMs);
   FlightEntry* find(uint64_t id);
   double msSinceOrigin(std::chrono::steady_clock::time_point t) const;
   // The i-th entry from the oldest (i < entries_.size()).

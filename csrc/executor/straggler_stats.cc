@@ -25,23 +25,25 @@ std::string ms(double x) {
 
 }  // namespace
 
-StragglerStats::StragglerStats(int size, size_t window) : size_(size), window_(window) {}
+StragglerStats::StragglerStats(int size, size_t window)
+    : size_(size), window_(std::max<size_t>(window, 1)) {}
 
 void StragglerStats::add(const std::vector<int64_t>& issuedNs) {
   RING_ASSERT(static_cast<int>(issuedNs.size()) == size_, "issue times of ", issuedNs.size(),
               " ranks for a group of ", size_);
   const int64_t first = *std::min_element(issuedNs.begin(), issuedNs.end());
-  std::vector<double> late(issuedNs.size());
-  for (size_t r = 0; r < issuedNs.size(); ++r) late[r] = static_cast<double>(issuedNs[r] - first) / 1e6;
   const auto lastIt = std::max_element(issuedNs.begin(), issuedNs.end());
   const bool tie = std::count(issuedNs.begin(), issuedNs.end(), *lastIt) > 1;
   std::lock_guard<std::mutex> lock(mutex_);
-  lateMs_.push_back(std::move(late));
-  last_.push_back(tie ? -1 : static_cast<int>(lastIt - issuedNs.begin()));
-  if (lateMs_.size() > window_) {
-    lateMs_.pop_front();
-    last_.pop_front();
+  if (lateMs_.empty()) {
+    lateMs_.resize(window_ * static_cast<size_t>(size_));
+    last_.resize(window_);
   }
+  const size_t row = static_cast<size_t>(added_ % window_);
+  double* late = &lateMs_[row * static_cast<size_t>(size_)];
+  for (size_t r = 0; r < issuedNs.size(); ++r) late[r] = static_cast<double>(issuedNs[r] - first) / 1e6;
+  last_[row] = tie ? -1 : static_cast<int>(lastIt - issuedNs.begin());
+  kept_ = std::min(kept_ + 1, window_);
   ++added_;
 }
 
@@ -53,15 +55,16 @@ uint64_t StragglerStats::added() const {
 StragglerReport StragglerStats::report(double thresholdMs) const {
   std::lock_guard<std::mutex> lock(mutex_);
   StragglerReport rep;
-  rep.collectives = lateMs_.size();
+  rep.collectives = kept_;
   rep.thresholdMs = thresholdMs;
   for (int r = 0; r < size_; ++r) {
+    // The kept rows are 0..kept_-1 in any order: a quantile and a count do not depend on it.
     std::vector<double> mine;
-    mine.reserve(lateMs_.size());
-    for (const auto& c : lateMs_) mine.push_back(c[static_cast<size_t>(r)]);
+    mine.reserve(kept_);
+    for (size_t c = 0; c < kept_; ++c) mine.push_back(lateMs_[c * static_cast<size_t>(size_) + r]);
     StragglerRank s;
     s.rank = r;
-    s.lastIn = static_cast<uint64_t>(std::count(last_.begin(), last_.end(), r));
+    s.lastIn = static_cast<uint64_t>(std::count(last_.begin(), last_.begin() + kept_, r));
     s.medianMs = quantile(mine, 0.5);
     s.p90Ms = quantile(mine, 0.9);
     s.maxMs = mine.empty() ? 0 : *std::max_element(mine.begin(), mine.end());

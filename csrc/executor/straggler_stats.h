@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -48,9 +47,13 @@ class StragglerStats {
   const int size_;
   const size_t window_;
   mutable std::mutex mutex_;
-  std::deque<std::vector<double>> lateMs_;  // per collective, per rank
-  std::deque<int> last_;                    // per collective: the rank that issued last, or -1
-  uint64_t added_ = 0;
+  // The kept collectives in a ring of `window_` rows, overwritten oldest first: add() runs on
+  // every collective of a rank's caller or worker thread, and a row made and freed per call
+  // (with a deque's blocks) was a few hundred instructions of a small call's bookkeeping.
+  std::vector<double> lateMs_;  // row c (collective), column r (rank): size_ per row
+  std::vector<int> last_;       // per row: the rank that issued last, or -1 (a tie)
+  size_t kept_ = 0;             // rows in use: min(added_, window_)
+  uint64_t added_ = 0;          // row (added_ % window_) is the next to write
 };
 
 }  // namespace ring

@@ -56,8 +56,9 @@ TEST(FlightRecorder, UpdatesReachTheirEntryAndNothingOnceItIsOverwritten) {
 
 TEST(FlightRecorder, AnOverwrittenEntryLeavesNothingOfItselfBehind) {
   FlightRecorder r(1);
-  const uint64_t failed = r.recordQueued(1, "all_gather", "a long detail that needs the heap",
-                                         &shapesOfTwo, nullptr, 5000);
+  const uint64_t failed =
+      r.recordQueued(1, "all_gather", CallDetail("a long detail that needs the heap"),
+                     &shapesOfTwo, nullptr, 5000);
   r.markStarted(failed, "worker");
   r.markEnded(failed, "ring: it failed");
   r.recordQueued(2, "barrier", "");
@@ -76,9 +77,9 @@ TEST(FlightRecorder, AnOverwrittenEntryLeavesNothingOfItselfBehind) {
   EXPECT_TRUE(e.shapes.inputSizes.empty() && e.shapes.outputSizes.empty());
   EXPECT_TRUE(e.shapes.inputDtypes.empty() && e.shapes.outputDtypes.empty());
   // And the filler's shapes land in the entry.
-  r.recordQueued(3, "all_reduce", "", &shapesOfTwo);
+  r.recordQueued(3, "all_reduce", CallDetail(), &shapesOfTwo);
   EXPECT_EQ(r.snapshot()[0].shapes.inputSizes, (std::vector<std::vector<int64_t>>{{2, 3}}));
-  EXPECT_EQ(r.snapshot()[0].shapes.outputDtypes, (std::vector<std::string>{"Float"}));
+  EXPECT_EQ(r.snapshot()[0].shapes.outputDtypes, (std::vector<std::string_view>{"Float"}));
 }
 
 TEST(FlightRecorder, ANewCapacityKeepsTheNewestEntriesInOrder) {
@@ -91,13 +92,35 @@ TEST(FlightRecorder, ANewCapacityKeepsTheNewestEntriesInOrder) {
   EXPECT_EQ(seqs(r), (std::vector<uint64_t>{5, 6, 7}));
   r.setCapacity(0);  // off: keeps nothing, records nothing, ids still advance
   EXPECT_FALSE(r.enabled());
-  const uint64_t a = r.recordQueued(8, "all_reduce", "", &shapesOfTwo);
+  const uint64_t a = r.recordQueued(8, "all_reduce", CallDetail(), &shapesOfTwo);
   const uint64_t b = r.recordQueued(9, "all_reduce", "");
   EXPECT_TRUE(r.snapshot().empty());
   EXPECT_EQ(b, a + 1);
   r.setCapacity(2);
   r.recordQueued(10, "all_reduce", "");
   EXPECT_EQ(seqs(r), (std::vector<uint64_t>{10}));
+}
+
+// The words of an entry, as the collectives' messages and docs/observability.md write them
+// ("1000 x float32, op SUM"), from the parts a call keeps instead of a string.
+TEST(FlightRecorder, AnEntrysDetailReadsAsTheCallsWords) {
+  EXPECT_EQ(CallDetail::counted(1000, "float32", "SUM").str(), "1000 x float32, op SUM");
+  EXPECT_EQ(CallDetail::counted(7, "int64", nullptr, 3).str(), "7 x int64, root 3");
+  EXPECT_EQ(CallDetail::counted(0, "bfloat16", "MAX", 0).str(), "0 x bfloat16, op MAX, root 0");
+  EXPECT_EQ(CallDetail::counted(12, "uint8").str(), "12 x uint8");
+  CallDetail staged = CallDetail::counted(5, "float16", "AVG");
+  staged.note = " (CUDA, staged through host memory)";
+  EXPECT_EQ(staged.str(), "5 x float16, op AVG (CUDA, staged through host memory)");
+  CallDetail then = CallDetail::counted(8, "float32");
+  then.text = " in, 16 out";
+  EXPECT_EQ(then.str(), "8 x float32 in, 16 out");
+  EXPECT_EQ(CallDetail("3 tensors").str(), "3 tensors");
+  EXPECT_EQ(CallDetail().str(), "");
+  // Written into a reused entry: nothing of the previous call's words is left.
+  FlightRecorder r(1);
+  r.recordQueued(0, "all_reduce", CallDetail::counted(123456789, "float64", "PREMUL_SUM", 12));
+  r.recordQueued(1, "all_reduce", CallDetail::counted(2, "int8"));
+  EXPECT_EQ(r.snapshot()[0].detail, "2 x int8");
 }
 
 }  // namespace
