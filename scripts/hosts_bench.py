@@ -11,6 +11,7 @@ each backend's time. Needs root. Removes what it creates.
 
     python scripts/hosts_bench.py --hosts 4 --nproc 2 --delay-ms 1 --repeats 3 \\
         [--algos auto,hier_ring] [-- bench arguments]
+    python scripts/hosts_bench.py --hosts 3 --nproc 3,1,2 ...   # hosts of unequal size
 
 Mind what it measures: the relay is one Python process on the same cores as the ranks, so
 above a few MiB every backend runs at the relay's rate; the small sizes show the latency that
@@ -30,7 +31,7 @@ sys.path.insert(0, os.path.join(REPO, "tests", "python"))
 from link_emulator import EmulatedSwitch  # noqa: E402
 
 
-def run_job(switch, namespaces, nproc, algo, bench, port, out_json, timeout_s):
+def run_job(switch, namespaces, nprocs, algo, bench, port, out_json, timeout_s):
     procs = []
     tag = uuid.uuid4().hex[:6]
     for i, ns in enumerate(namespaces):
@@ -40,7 +41,7 @@ def run_job(switch, namespaces, nproc, algo, bench, port, out_json, timeout_s):
         args = list(bench) + (["--json", out_json] if i == 0 else [])
         cmd = ["ip", "netns", "exec", ns, "unshare", "--ipc", sys.executable, "-m",
                "torch.distributed.run", f"--nnodes={len(namespaces)}",
-               f"--nproc_per_node={nproc}", "--rdzv-backend=c10d",
+               f"--nproc_per_node={nprocs[i]}", "--rdzv-backend=c10d",
                f"--rdzv-endpoint={switch.ip[0]}:{port}", f"--rdzv-id=hosts{tag}",
                f"--rdzv-conf=is_host={1 if i == 0 else 0}", f"--local-addr={switch.ip[i]}",
                "--max-restarts=0", "-m", "torch_ring_backend.bench", *args]
@@ -88,7 +89,8 @@ def table(results, algos):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=4)
-    parser.add_argument("--nproc", type=int, default=2, help="ranks per host (default 2)")
+    parser.add_argument("--nproc", default="2",
+                        help="ranks per host (default 2), or one count per host: 3,1,2")
     parser.add_argument("--delay-ms", type=float, default=1.0, help="one-way delay (default 1)")
     parser.add_argument("--loss", type=float, default=0.0)
     parser.add_argument("--repeats", type=int, default=3, help="jobs per plan (default 3)")
@@ -99,6 +101,11 @@ def main():
     parser.add_argument("bench", nargs="*", help="torch_ring_backend.bench arguments (default: "
                         "-b 4K -e 64M --iters 10 --warmup 3 --reference gloo)")
     args = parser.parse_args()
+    nprocs = [int(x) for x in args.nproc.split(",")]
+    if len(nprocs) == 1:
+        nprocs *= args.hosts
+    if len(nprocs) != args.hosts or min(nprocs) < 1:
+        parser.error(f"--nproc: {args.nproc!r} is not one count, or one per host ({args.hosts})")
     bench = args.bench or ["-b", "4K", "-e", "64M", "--iters", "10", "--warmup", "3"]
     if "--reference" not in bench:
         bench += ["--reference", "gloo"]
@@ -114,20 +121,22 @@ def main():
             subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"],
                            check=True)
         switch = EmulatedSwitch(namespaces, args.delay_ms, args.loss)
-        print(f"# {switch.describe()}; {args.nproc} rank(s) per host; bench {' '.join(bench)}",
+        print(f"# {switch.describe()}; ranks per host {args.nproc}; bench {' '.join(bench)}",
               flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             for rep in range(args.repeats):
                 for k, algo in enumerate(algos):
                     out = os.path.join(tmp, f"{algo}.{rep}.json")
-                    rows = run_job(switch, namespaces, args.nproc, algo, bench,
+                    rows = run_job(switch, namespaces, nprocs, algo, bench,
                                    29600 + (rep * len(algos) + k) % 300, out, args.timeout_s)
                     results[algo].append(rows)
                     print(f"# job {rep + 1}/{args.repeats} {algo}: done", flush=True)
         print(table(results, algos))
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"hosts": args.hosts, "nproc": args.nproc, "delay_ms": args.delay_ms,
+                # "nproc" as the model's --compare reads it: one count (equal hosts) or a list.
+                nproc = nprocs[0] if len(set(nprocs)) == 1 else nprocs
+                json.dump({"hosts": args.hosts, "nproc": nproc, "delay_ms": args.delay_ms,
                            "bench": bench, "jobs": results}, f, indent=1)
         return 0
     finally:

@@ -1,4 +1,5 @@
-// all_gather and reduce_scatter in two levels, on hosts of equal size L (H hosts).
+// all_gather and reduce_scatter in two levels (H hosts): on hosts of equal size L by local
+// index, on hosts of unequal size through one rank per host (below).
 //
 // Why: a flat ring all_gather makes n-1 steps, and each waits for the slowest link, so with TCP
 // between hosts a small one pays about n-1 network latencies, and every byte of it crosses the
@@ -20,6 +21,22 @@
 // over the group. AVG divides once, in (2). Each element is reduced in the host ring's order,
 // then the hosts' ring's (or in host order): the same order wherever the call runs, a
 // different one from the flat ring's (so the plan is in the fingerprint, like all_reduce's).
+//
+// Hosts of unequal size have no local-index groups that span every host (a host of one rank
+// has no local rank 1), so there the phase between hosts runs among one rank per host, its
+// lowest (the leader), on blocks as wide as the widest host's parts (the narrower hosts' blocks
+// padded with zeros, which no output reads):
+// all_gather: (1) inside each host, a ring all_gather of its parts into its block; (2) between
+// the leaders, an all_gather of the blocks (a ring, or one direct round); (3) inside each host
+// the leader broadcasts every block down a chain; a copy puts the parts in rank order.
+// reduce_scatter: (1) inside each host a chain reduces the whole (padded) input to the leader;
+// (2) between the leaders, a reduce_scatter of the blocks (a ring, or one direct round; AVG
+// divides here, once); (3) inside each host the leader broadcasts its host's block, and each
+// rank keeps its part. The network carries H-1 messages per leader (one with the direct round)
+// where the flat ring's n-1 steps each wait for a network hop; but one connection per host
+// carries them and the blocks are padded, so auto takes it only for small parts
+// (plan_choice.h). Each element of a reduce_scatter is reduced inside each host in the chain's
+// order, then between the leaders in the ring's (or in host order), and is then only copied.
 #pragma once
 
 #include <cstdint>

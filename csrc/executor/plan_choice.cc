@@ -139,13 +139,28 @@ Algorithm cheaperGatherRing(const PlanSettings& s, const HostLayout& layout, int
              : Algorithm::HierRing;
 }
 
+// Hosts of unequal size: two levels through one rank per host (hier_gather_scatter.h). The
+// leaders' direct round sends each its host's block, as wide as the widest host's parts, to
+// the H-1 others: within the direct budget auto takes it. Past it auto keeps the flat ring,
+// which moves no padding and spreads a host's traffic over its ranks' connections, where the
+// leaders' ring pays H-1 network steps on one connection per host.
+Algorithm chooseThroughLeaders(const PlanSettings& s, const HostLayout& layout,
+                               int64_t partBytes) {
+  if (s.algo == AlgoKnob::HierDirect) return Algorithm::HierDirect;
+  if (s.algo != AlgoKnob::Auto) return Algorithm::HierRing;
+  size_t widest = 0;
+  for (const std::vector<int>& m : layout.members) widest = std::max(widest, m.size());
+  const int64_t hostBlock = partBytes * static_cast<int64_t>(widest);
+  if (hostBlock <= s.directBytes / (layout.hosts() - 1)) return Algorithm::HierDirect;
+  return Algorithm::Ring;
+}
+
 }  // namespace
 
 Algorithm chooseAllGather(const PlanSettings& s, const HostLayout& layout, int64_t partBytes) {
   const int hosts = layout.hosts();
-  if (s.algo == AlgoKnob::Ring || hosts <= 1 || layout.ranksPerHost() == 0) {
-    return Algorithm::Ring;
-  }
+  if (s.algo == AlgoKnob::Ring || hosts <= 1) return Algorithm::Ring;
+  if (layout.ranksPerHost() == 0) return chooseThroughLeaders(s, layout, partBytes);
   if (s.algo == AlgoKnob::HierDirect) return Algorithm::HierDirect;
   if (s.algo != AlgoKnob::Auto) return Algorithm::HierRing;
   if (partBytes <= s.directBytes / (hosts - 1)) return Algorithm::HierDirect;

@@ -92,14 +92,17 @@ inline Algorithm chooseAllReduce(const PlanSettings& s, const HostLayout& layout
   return chooseAllReducePlan(s, layout, bytes).algorithm;
 }
 
-// all_gather and reduce_scatter in two levels (executor/hier_gather_scatter.h) need hosts of
-// equal size; on unequal hosts they run the flat ring whatever the knob says.
+// all_gather and reduce_scatter in two levels (executor/hier_gather_scatter.h): by local index
+// on hosts of equal size, through one rank per host (the leaders) on hosts of unequal size.
 //   group                         plan (auto)
-//   one host, or unequal hosts    flat ring (or the direct round inside one host)
-//   part P bytes, P * (H-1) <= TORCH_RING_DIRECT_BYTES   two levels, direct between
-//   else, hosts of 2+ ranks       the cheaper of the flat ring and two levels with a ring
+//   one host                      flat ring (or the direct round inside one host)
+//   equal hosts, part P bytes, P * (H-1) <= TORCH_RING_DIRECT_BYTES   two levels, direct between
+//   equal hosts of 2+ ranks       the cheaper of the flat ring and two levels with a ring
 //                                 between hosts (schedule/ring_costs.h; two levels on ties)
-//   else (one rank per host)      flat ring (two levels would be the same ring)
+//   one rank per host             flat ring (two levels would be the same ring)
+//   unequal hosts, P * W * (H-1) <= TORCH_RING_DIRECT_BYTES (W: the widest host's ranks)
+//                                 two levels, a direct round between the leaders
+//   unequal hosts, larger         flat ring
 // hier_rd and hier_radix pick the ring between hosts (their rounds are all_reduce's only),
 // hier_direct the direct round at any size. Each of the H-1 messages of a direct round is one
 // part: the same budget as the direct round of all_gather and all_reduce.

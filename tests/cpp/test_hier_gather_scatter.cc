@@ -42,6 +42,7 @@ CommOptions hostOptions(const Layout& l, int rank, const std::string& algo) {
 struct Shape {
   int hosts;
   int perHost;  // 0: unequal
+  int widest;   // the largest host's ranks
 };
 
 Shape shapeOf(const Layout& l) {
@@ -51,25 +52,30 @@ Shape shapeOf(const Layout& l) {
     ++count[static_cast<size_t>(h)];
   }
   int each = count[0];
-  for (int c : count) each = c == each ? each : 0;
-  return Shape{static_cast<int>(count.size()), each};
+  int widest = 0;
+  for (int c : count) {
+    each = c == each ? each : 0;
+    widest = c > widest ? c : widest;
+  }
+  return Shape{static_cast<int>(count.size()), each, widest};
 }
 
-// plan_choice.h's table, written out again.
+// plan_choice.h's table, written out again (the direct budget of made-up hosts: 1024 bytes).
+// reduce_scatter's is the same.
 Algorithm expectedGatherPlan(const std::string& algo, const Shape& s, int64_t partBytes) {
-  if (algo == "ring" || s.perHost == 0) return Algorithm::Ring;
+  if (algo == "ring" || s.hosts == 1) return Algorithm::Ring;
   if (algo == "hier_direct") return Algorithm::HierDirect;
   if (algo != "auto") return Algorithm::HierRing;
+  if (s.perHost == 0) {  // unequal hosts: through the leaders, each sending its padded block
+    return partBytes * s.widest * (s.hosts - 1) <= 1024 ? Algorithm::HierDirect
+                                                         : Algorithm::Ring;
+  }
   if (partBytes * (s.hosts - 1) <= 1024) return Algorithm::HierDirect;
   return s.perHost >= 2 ? Algorithm::HierRing : Algorithm::Ring;
 }
 
 Algorithm expectedScatterPlan(const std::string& algo, const Shape& s, int64_t partBytes) {
-  if (algo == "ring" || s.perHost == 0) return Algorithm::Ring;
-  if (algo == "hier_direct") return Algorithm::HierDirect;
-  if (algo != "auto") return Algorithm::HierRing;
-  if (partBytes * (s.hosts - 1) <= 1024) return Algorithm::HierDirect;
-  return s.perHost >= 2 ? Algorithm::HierRing : Algorithm::Ring;
+  return expectedGatherPlan(algo, s, partBytes);
 }
 
 // Exact in every dtype used (0..199); `call` changes every block from one call to the next, so a
@@ -210,7 +216,7 @@ INSTANTIATE_TEST_SUITE_P(Plans, EveryGatherScatterPlan,
 // Float sums whose value depends on the order of additions: the two-level reduce_scatter is
 // within the float bound (n-1) * eps * sum |x| of the exact sum, as the flat ring is.
 TEST(TwoLevelReduceScatter, FloatSumsAreWithinTheBoundOfTheExactSum) {
-  for (const Layout& l : {layouts()[1], layouts()[2]}) {
+  for (const Layout& l : {layouts()[1], layouts()[2], layouts()[6]}) {
     const int n = static_cast<int>(l.hostOf.size());
     const int64_t count = 333;
     auto value = [](int r, int64_t g) {
@@ -315,12 +321,53 @@ TEST(TwoLevelPlans, SendWhereThePlanSays) {
   }
 }
 
+// Hosts of unequal size, {0}, {1, 3}, {2, 4, 5} (ranks 0, 1, 2 the leaders): inside each host
+// a ring (all_gather) or a chain to the leader (reduce_scatter: 3 -> 1, 4 -> 5 -> 2), between
+// the leaders a ring 0 -> 1 -> 2 -> 0 or the direct round, and each leader's chain down its
+// host (1 -> 3, 2 -> 4 -> 5), as hier_gather_scatter.h describes. The flat ring would send to
+// rank + 1 (it still does under "ring").
+TEST(TwoLevelPlans, UnequalHostsSendThroughTheirLeaders) {
+  const Layout l{"1+2+3 interleaved (unequal)", {0, 1, 2, 1, 2, 2}};
+  const Peers flat = {{1}, {2}, {3}, {4}, {5}, {0}};
+  const Peers leadersRing = {{1}, {2, 3}, {0, 4}, {1}, {5}, {2}};
+  const Peers leadersDirect = {{1, 2}, {0, 2, 3}, {0, 1, 4}, {1}, {5}, {2}};
+  struct Expect {
+    const char* algo;
+    Peers both;  // all_gather's and reduce_scatter's
+  };
+  for (const Expect& e : {Expect{"ring", flat}, Expect{"hier_ring", leadersRing},
+                          Expect{"hier_direct", leadersDirect}}) {
+    const int n = 6;
+    std::vector<Peers> gathered(static_cast<size_t>(n)), scattered(static_cast<size_t>(n));
+    MemoryStore store;
+    auto out = runRanks(n, [&](int rank) {
+      Communicator comm(store, rank, n, hostOptions(l, rank, e.algo));
+      const int64_t count = 600;  // several slices of every part
+      std::vector<float> in(static_cast<size_t>(count * n), 1.0f), outBuf(in.size());
+      auto before = sentSoFar(comm);
+      comm.allGather(in.data(), outBuf.data(), count, DType::Float32, call(0));
+      gathered[static_cast<size_t>(rank)] = sentTo(comm, before);
+      before = sentSoFar(comm);
+      comm.reduceScatter(in.data(), outBuf.data(), count, DType::Float32, RedOp::Sum, 1.0,
+                         call(1));
+      scattered[static_cast<size_t>(rank)] = sentTo(comm, before);
+    });
+    expectEveryRankOk(out, e.algo);
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(gathered[static_cast<size_t>(r)][0], e.both[static_cast<size_t>(r)])
+          << e.algo << " all_gather, rank " << r;
+      EXPECT_EQ(scattered[static_cast<size_t>(r)][0], e.both[static_cast<size_t>(r)])
+          << e.algo << " reduce_scatter, rank " << r;
+    }
+  }
+}
+
 // Each rank's contribution a bit of its own (2^r) plus the element's index: the sum says which
 // ranks were counted, and how often. (A plan that counted two ranks twice and two not at all
 // can keep the sum of linear inputs; not of these.)
 TEST(TwoLevelReduceScatter, CountsEveryRankOnce) {
   for (const std::string algo : {"hier_ring", "hier_direct"}) {
-    for (const Layout& l : {layouts()[0], layouts()[1], layouts()[2], layouts()[3]}) {
+    for (const Layout& l : layouts()) {
       const int n = static_cast<int>(l.hostOf.size());
       const int64_t count = 97;
       MemoryStore store;

@@ -385,7 +385,12 @@ TEST(PlanChoice, TheGatherScatterAndBroadcastRowsOfPlanChoiceH) {
   const HostLayout uneven = layoutFromGroups({0, 0, 0, 1});
   const HostLayout fourOfOne = layoutFromGroups({0, 1, 2, 3});
   EXPECT_EQ(chooseAllGather(s, one, 10), Algorithm::Ring);
-  EXPECT_EQ(chooseAllGather(s, uneven, 10), Algorithm::Ring);
+  // Unequal hosts: the leaders' direct round, each sending its block of the widest host's 3
+  // parts to the 1 other leader, while 3 x P x 1 <= 300; then the flat ring.
+  EXPECT_EQ(chooseAllGather(s, uneven, 10), Algorithm::HierDirect);
+  EXPECT_EQ(chooseAllGather(s, uneven, 100), Algorithm::HierDirect);
+  EXPECT_EQ(chooseAllGather(s, uneven, 101), Algorithm::Ring);
+  EXPECT_EQ(chooseReduceScatter(s, uneven, 100), Algorithm::HierDirect);
   EXPECT_EQ(chooseAllGather(s, twoOfTwo, 300), Algorithm::HierDirect);  // 300 x (2-1) <= 300
   EXPECT_EQ(chooseAllGather(s, twoOfTwo, 301), Algorithm::HierRing);
   EXPECT_EQ(chooseAllGather(s, fourOfOne, 100), Algorithm::HierDirect);  // 100 x 3 <= 300
@@ -400,11 +405,14 @@ TEST(PlanChoice, TheGatherScatterAndBroadcastRowsOfPlanChoiceH) {
   EXPECT_EQ(chooseBroadcast(s, uneven), Algorithm::HierRing);
   s.algo = AlgoKnob::HierDirect;
   EXPECT_EQ(chooseAllGather(s, twoOfTwo, 1 << 20), Algorithm::HierDirect);
-  EXPECT_EQ(chooseAllGather(s, uneven, 10), Algorithm::Ring);
+  EXPECT_EQ(chooseAllGather(s, uneven, 1 << 20), Algorithm::HierDirect);
   EXPECT_EQ(chooseReduceScatter(s, fourOfOne, 1000), Algorithm::HierDirect);
-  EXPECT_EQ(chooseReduceScatter(s, uneven, 10), Algorithm::Ring);
+  EXPECT_EQ(chooseReduceScatter(s, uneven, 10), Algorithm::HierDirect);
   s.algo = AlgoKnob::HierRd;
   EXPECT_EQ(chooseAllGather(s, twoOfTwo, 10), Algorithm::HierRing);
+  EXPECT_EQ(chooseAllGather(s, uneven, 10), Algorithm::HierRing);  // the leaders' ring
+  s.algo = AlgoKnob::HierRing;
+  EXPECT_EQ(chooseReduceScatter(s, uneven, 1 << 20), Algorithm::HierRing);
   s.algo = AlgoKnob::Ring;
   EXPECT_EQ(chooseAllGather(s, twoOfTwo, 10), Algorithm::Ring);
   EXPECT_EQ(chooseReduceScatter(s, twoOfTwo, 1000), Algorithm::Ring);

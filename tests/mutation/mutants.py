@@ -222,6 +222,23 @@ MUTANTS = [
            "TwoLevelAllReduce.*", quick=True, binaries=("ring_tcp_tests",),
            why="the partners of a round of two (recursive doubling) each put their own operand "
                "first: MAX of -0 and +0 keeps different zeros on different ranks"),
+    Mutant("leaders_gather_keeps_its_host_only", "csrc/executor/hier_gather_scatter.cc",
+           "  if (l.localRanks > 1) {\n    PlanBuffers all{stage, stage,",
+           "  if (false) {\n    PlanBuffers all{stage, stage,", "cpp",
+           "Plans/EveryGatherScatterPlan.AllGather*", binaries=("ring_tcp_tests",),
+           why="on hosts of unequal size the leader never passes the other hosts' parts down "
+               "its host: only the leaders' all_gather is whole"),
+    Mutant("leaders_scatter_sums_one_host", "csrc/executor/hier_gather_scatter.cc",
+           "    sum = hostSum;\n", "", "cpp",
+           "Plans/EveryGatherScatterPlan.ReduceScatter*:TwoLevelReduceScatter.*",
+           binaries=("ring_tcp_tests",),
+           why="on hosts of unequal size the leader sends its own input, not its host's sum, "
+               "between the hosts: the other ranks of a host are not counted"),
+    Mutant("leaders_host_sum_divided_twice", "csrc/executor/hier_gather_scatter.cc",
+           "io.elemSize, io.combine, nullptr, io.divisor};",
+           "io.elemSize, io.combine, io.divide, io.divisor};", "cpp",
+           "Plans/EveryGatherScatterPlan.ReduceScatter*", binaries=("ring_tcp_tests",),
+           why="on hosts of unequal size AVG divides each host's sum as well as the total"),
     Mutant("radix_rounds_divide_each", "csrc/executor/recursive_multiplying.cc",
            "  round.divide = nullptr;", "  (void)0;", "cpp", "*EveryPlan*",
            binaries=("ring_tcp_tests",),

@@ -249,12 +249,15 @@ def test_every_collective_under_a_forced_all_reduce_plan(hosts, tmp_path, algo):
     assert f"plans algo={algo} rd_bytes=262144" in result[3], result[3][-8000:]
 
 
-def test_every_collective_on_uneven_hosts(hosts, tmp_path):
+@pytest.mark.parametrize("algo", ["auto", "hier_ring"])
+def test_every_collective_on_uneven_hosts(hosts, tmp_path, algo):
     # Three ranks on host A and one on host B (torchrun's agents may start different numbers of
     # workers): inside A the buffer is cut in three, between the hosts into the three segments
-    # of A's chunks, each with its owner on A and host B's one rank.
+    # of A's chunks, each with its owner on A and host B's one rank. all_gather and
+    # reduce_scatter go through one rank per host (executor/hier_gather_scatter.h): under auto
+    # with the direct round between them for small parts, under hier_ring around a ring.
     route = (hosts.ip, hosts.dev)
-    result = _run_job(hosts, route, tmp_path, {}, nprocs=(3, 1))
+    result = _run_job(hosts, route, tmp_path, {"TORCH_RING_ALGO": algo}, nprocs=(3, 1))
     _assert_job_ok(route, *result)
     assert "4 ranks, ring order 0 -> 1 -> ... -> 3 -> 0; 2 host(s)" in result[3], result[3][-8000:]
     assert "2 peer(s) over shared memory, 1 over TCP (transport auto)" in result[3]
