@@ -41,6 +41,11 @@ struct HostCall {
   // Set for an in-place all_reduce of every output (all_reduce, all_reduce_coalesced): such
   // calls can be fused into one (coalescing.h).
   std::optional<AllReduceKey> allReduce = std::nullopt;
+  // Set where the body honours CallInfo::postOnly (posts this rank's message of its one
+  // mailbox round, or does nothing, and returns at once): a call that may run on the caller's
+  // thread is then posted before the caller asks whether every peer has issued it
+  // (work_queue.h).
+  bool postsFirst = false;
 };
 
 }  // namespace ring

@@ -101,7 +101,11 @@ c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, H
       comm_->announceIssued(seq + 1);
       const int64_t bytes = std::max(totalBytes(call.inputs), totalBytes(call.outputs));
       if (mayRunHere && bytes <= env().inlineBytes) {
-        task.runHere = {&RingBackend::runHere, comm_.get(), bytes};
+        // Posted ahead only where the group has peers and mailbox rounds: elsewhere the post
+        // would do nothing but choose the call's plan twice.
+        const bool postFirst =
+            call.postsFirst && size_ > 1 && comm_->transport().mailbox() != nullptr;
+        task.runHere = {&RingBackend::runHere, comm_.get(), bytes, postFirst};
       }
     }
   }
@@ -179,7 +183,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allreduce(std::vector<at::Tensor>& t
                  [this, d, op, factor](const CallInfo& c, const Tensors&, const Tensors& out) {
                    comm_->allReduce(out[0].data_ptr(), out[0].numel(), d, op, factor, c);
                  },
-                 AllReduceKey{d, op, factor}});
+                 AllReduceKey{d, op, factor}, /*postsFirst=*/true});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::allreduce_coalesced(
@@ -261,7 +265,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::_allgather_base(at::Tensor& output, 
   return run(s, {c10d::OpType::_ALLGATHER_BASE, countDetail(input.numel(), d), {input}, {output},
                  opts.timeout, [this, d](const CallInfo& c, const Tensors& in, const Tensors& out) {
                    comm_->allGather(in[0].data_ptr(), out[0].data_ptr(), in[0].numel(), d, c);
-                 }});
+                 },
+                 std::nullopt, /*postsFirst=*/true});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::allgather(
@@ -274,10 +279,15 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allgather(
   return run(s, {c10d::OpType::ALLGATHER, countDetail(inputs[0].numel(), d), inputs, outputs[0],
                  opts.timeout,
                  [this, d](const CallInfo& c, const Tensors& in, const Tensors& out) {
+                   if (c.postOnly) {  // only the input is read
+                     comm_->allGather(in[0].data_ptr(), nullptr, in[0].numel(), d, c);
+                     return;
+                   }
                    at::Tensor flat = at::empty({size_ * in[0].numel()}, in[0].options());
                    comm_->allGather(in[0].data_ptr(), flat.data_ptr(), in[0].numel(), d, c);
                    splitInto(flat, out);
-                 }});
+                 },
+                 std::nullopt, /*postsFirst=*/true});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::allgather_coalesced(
@@ -545,9 +555,16 @@ c10::intrusive_ptr<c10d::Work> RingBackend::barrier(const c10d::BarrierOptions& 
   // hand-offs, 12.6-18.6 us at world 2 where a 4 KiB all_reduce takes 11).
   return push(s.collective, seq_++, {c10d::OpType::BARRIER, CallDetail(), {}, {}, opts.timeout,
                              [this](const CallInfo& c, const Tensors&, const Tensors&) {
+                               // Posted ahead only where no CUDA work of the group can be
+                               // pending: the barrier waits for it before its round.
+                               if (c.postOnly) {
+                                 if (!cudaPathSetUp()) comm_->barrier(c);
+                                 return;
+                               }
                                waitCudaWork();
                                comm_->barrier(c);
-                             }},
+                             },
+                             std::nullopt, /*postsFirst=*/true},
               nullptr, /*mayRunHere=*/true);
 }
 

@@ -167,6 +167,8 @@ class RingBackend : public c10d::Backend {
                                               const char* name);
   // Blocks until the CUDA kernels enqueued so far have ended (barrier waits for all earlier work).
   void waitCudaWork();
+  // Whether this group has run a collective on its CUDA kernels (then waitCudaWork may wait).
+  bool cudaPathSetUp();
   // One ring all_reduce over the concatenation of `tensors`, written back into each: what
   // all_reduce_coalesced and a fused coalescing block run.
   void allReduceConcatenation(const CallInfo& c, const Tensors& tensors, const AllReduceKey& k);

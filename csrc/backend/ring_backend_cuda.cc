@@ -56,6 +56,15 @@ DedicatedStream& RingBackend::stagingStream(const at::Device& device) {
 }
 #endif
 
+bool RingBackend::cudaPathSetUp() {
+#ifdef RING_WITH_CUDA
+  std::lock_guard<std::mutex> lock(cudaMutex_);
+  return cuda_ != nullptr;
+#else
+  return false;
+#endif
+}
+
 void RingBackend::waitCudaWork() {
 #ifdef RING_WITH_CUDA
   CudaCollectives* cuda = nullptr;

@@ -58,7 +58,21 @@ void WorkQueue::push(Task&& task) {
     // condition is asked, outside the lock (it may wait a little for the peers).
     running_ = true;
   }
-  const bool here = task.runHere.ask(*task.runHere.comm, task.call.seq, task.runHere.bytes);
+  // The post ahead of the question (work_queue.h). It never waits; where it throws (the group
+  // is already broken) the call runs here, where its body meets the same failure at once and
+  // the Work carries it.
+  bool postFailed = false;
+  if (task.runHere.postFirst) {
+    CallInfo postOnly = task.call;
+    postOnly.postOnly = true;
+    try {
+      task.body(postOnly, task.inputs, task.outputs);
+    } catch (...) {
+      postFailed = true;
+    }
+  }
+  const bool here =
+      postFailed || task.runHere.ask(*task.runHere.comm, task.call.seq, task.runHere.bytes);
   if (here) {
     const std::exception_ptr error = run(id, task, "caller");  // no hand-off (see work_queue.h)
     releaseThenComplete(task, error);

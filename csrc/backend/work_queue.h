@@ -21,6 +21,14 @@
 // worker too, and so on: runs of 10-70 slow calls (about 190 us and 45 us in turn) in 5 of 14
 // jobs, none in 14 with the waiter running the task (docs/latency_cpu.md).
 //
+// A task whose body can post its message ahead (RunHere::postFirst: a small all_reduce or a
+// barrier, one mailbox round) is posted by the caller before it asks, while it holds the group:
+// each rank's message travels while the ranks wait for each other's announcements, instead of
+// after, which took a second exchange between the cores per call (docs/latency_cpu.md, ninth
+// part). If the answer is no, the worker (or a waiter) runs the rest of the same call: the
+// group stays held from the post until that task has run, so no other call of the group posts
+// in between.
+//
 // The group is released before a task's Work completes (releaseThenComplete), so a collective
 // issued by the thread that the completion wakes, or from a callback on the Work's Future, finds
 // the group free. The collectives themselves still run one at a time in issue order; only the
@@ -64,11 +72,13 @@ class WorkQueue : public QueueOfWork, public std::enable_shared_from_this<WorkQu
     // Set for a task the caller's thread may run itself, at push, when nothing of the group is
     // queued or running; asked then, as ask(*comm, call.seq, bytes): true runs it there.
     // Unset (ask null): always the worker. A plain function and its arguments: nothing
-    // allocated per call.
+    // allocated per call. postFirst: before asking, the caller runs the body with
+    // CallInfo::postOnly (host_call.h, postsFirst), whoever runs the rest.
     struct RunHere {
       bool (*ask)(Communicator& comm, uint64_t seq, int64_t bytes) = nullptr;
       Communicator* comm = nullptr;
       int64_t bytes = 0;
+      bool postFirst = false;
     } runHere;
   };
 

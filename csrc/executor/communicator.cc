@@ -130,6 +130,7 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   // After connect: an all-TCP group may have chosen larger slots; the plans slice by them.
   slotBytes_ = g.slotBytes;
   spinMicros_ = chooseSpin(localRanks, transport_->onlySharedMemory());
+  ownCore_ = spinMicros_ >= kOwnCoreSpinMicros;
   if (size > 1 && transport_->onlySharedMemory()) {
     directBytes_ = opts.directBytes >= 0 ? opts.directBytes : env().directBytes;
   }
@@ -183,6 +184,8 @@ WaitContext Communicator::waitContext(const Fingerprint& fp, const CallInfo& c) 
 // the FIFOs is no longer in step), a usage error leaves it usable.
 template <typename Body>
 void Communicator::guarded(const Fingerprint& fp, const CallInfo& c, Body&& body) {
+  RING_ASSERT(postedSeq_ == kNothingPosted, describe(fp), " runs while the post of collective ",
+              postedSeq_, " made ahead of its call waits for that call");
   transport_->checkHealth(-1);
   WaitContext ctx = waitContext(fp, c);
   try {
@@ -217,12 +220,49 @@ AllReduceChoice Communicator::allReduceChoice(int64_t bytes) const {
   return chooseAllReducePlan(plans_, layout_, bytes);
 }
 
+Mailbox* Communicator::roundMailbox(Algorithm a, int64_t bytes) const {
+  // The condition under which directAllReduce and directAllGather take the mailbox.
+  Mailbox* box = transport_->mailbox();
+  if (size_ == 1 || a != Algorithm::Direct || box == nullptr || bytes > box->capacity()) {
+    return nullptr;
+  }
+  return box;
+}
+
+bool Communicator::takePosted(const CallInfo& c) {
+  if (postedSeq_ == kNothingPosted) return false;
+  RING_ASSERT(postedSeq_ == c.seq, "collective ", c.seq, " runs while the post of collective ",
+              postedSeq_, " made ahead of its call waits for that call");
+  postedSeq_ = kNothingPosted;
+  return true;
+}
+
 void Communicator::allReduce(void* data, int64_t count, DType t, RedOp op, double factor,
                              const CallInfo& c) {
   Fingerprint fp = makeFingerprint(Collective::AllReduce, c.seq, count, t, op, -1);
-  AllReduceChoice choice = allReduceChoice(count * static_cast<int64_t>(elementSize(t)));
+  const int64_t bytes = count * static_cast<int64_t>(elementSize(t));
+  AllReduceChoice choice = allReduceChoice(bytes);
   fp.algorithm = choice.algorithm;
+  if (c.postOnly) {
+    Mailbox* box = roundMailbox(fp.algorithm, bytes);
+    if (box == nullptr) return;
+    // Not into a broken group: the peers that wait in this round would complete on it
+    // (guarded() throws before the round's post for the same reason).
+    transport_->checkHealth(-1);
+    // What the call below does before its round, then the round's post (mailboxAllReduce).
+    if (op == RedOp::PreMulSum) scaleFn(t)(data, data, factor, count);
+    box->post(data, bytes, fp);
+    postedSeq_ = c.seq;
+    return;
+  }
+  const bool posted = takePosted(c);
   guarded(fp, c, [&](const WaitContext& ctx) {
+    if (posted) {
+      mailboxAllReduce(*roundMailbox(fp.algorithm, bytes), rank_, size_,
+                       static_cast<char*>(data), count, buffers(data, data, t, op, size_), fp,
+                       ctx, MailboxPost::AlreadyDone);
+      return;
+    }
     // PREMUL_SUM scales this rank's contribution in place (all-reduce is in place anyway).
     if (op == RedOp::PreMulSum) scaleFn(t)(data, data, factor, count);
     if (size_ == 1) {
@@ -293,8 +333,23 @@ void Communicator::reduceScatter(const void* input, void* output, int64_t countP
 void Communicator::allGather(const void* input, void* output, int64_t countPerRank, DType t,
                              const CallInfo& c) {
   Fingerprint fp = makeFingerprint(Collective::AllGather, c.seq, countPerRank, t, RedOp::Sum, -1);
-  fp.algorithm = allGatherPlan(countPerRank * static_cast<int64_t>(elementSize(t)));
+  const int64_t partBytes = countPerRank * static_cast<int64_t>(elementSize(t));
+  fp.algorithm = allGatherPlan(partBytes);
+  if (c.postOnly) {
+    Mailbox* box = roundMailbox(fp.algorithm, partBytes);
+    if (box == nullptr) return;
+    transport_->checkHealth(-1);  // as allReduce's post ahead
+    box->post(input, partBytes, fp);
+    postedSeq_ = c.seq;
+    return;
+  }
+  const bool posted = takePosted(c);
   guarded(fp, c, [&](const WaitContext& ctx) {
+    if (posted) {
+      mailboxAllGather(*roundMailbox(fp.algorithm, partBytes), rank_, size_, input, output,
+                       countPerRank, elementSize(t), fp, ctx, MailboxPost::AlreadyDone);
+      return;
+    }
     if (fp.algorithm == Algorithm::Direct) {
       directAllGather(*transport_, input, output, countPerRank, elementSize(t), fp, ctx);
       return;
@@ -451,12 +506,22 @@ void Communicator::allToAll(const void* input, void* output,
 // nobody leaves before everybody has arrived. Its messages carry the barrier's fingerprint.
 void Communicator::barrier(const CallInfo& c) {
   Fingerprint fp = makeFingerprint(Collective::Barrier, c.seq, 0, DType::UInt8, RedOp::Sum, -1);
+  Mailbox* box = size_ == 1 ? nullptr : transport_->mailbox();
+  if (c.postOnly) {
+    if (box == nullptr) return;
+    transport_->checkHealth(-1);  // as allReduce's post ahead
+    box->post(nullptr, 0, fp);
+    postedSeq_ = c.seq;
+    return;
+  }
+  const bool posted = takePosted(c);
   guarded(fp, c, [&](const WaitContext& ctx) {
     if (size_ == 1) return;
     // Where there are mailboxes: one round of empty messages, every rank waiting for each
     // other rank's post once.
-    if (Mailbox* box = transport_->mailbox()) {
-      mailboxBarrier(*box, rank_, size_, fp, ctx);
+    if (box != nullptr) {
+      mailboxBarrier(*box, rank_, size_, fp, ctx,
+                     posted ? MailboxPost::AlreadyDone : MailboxPost::Now);
       return;
     }
     auto steps = planAllReduce(size_, rank_, 0, 1);
@@ -464,50 +529,6 @@ void Communicator::barrier(const CallInfo& c) {
     runRingPlan(*transport_, steps, buffers(&dummy, &dummy, DType::UInt8, RedOp::Sum, size_), fp,
                 ctx);
   });
-}
-
-void Communicator::announceIssued(uint64_t count) {
-  if (!transport_->announces()) return;
-  transport_->announceIssued(count);
-  // The transport keeps 64 issue times per rank: stay well inside them (a collective whose
-  // entry was overwritten would never be read), skipping what fell behind.
-  constexpr uint64_t kBehind = 32;
-  if (count > kBehind && nextIssueToCollect_ + kBehind < count) {
-    nextIssueToCollect_ = count - kBehind;
-  }
-  // In order, as far as every rank has issued (usually the previous collective: one read of
-  // each rank's entry per call).
-  while (nextIssueToCollect_ < count &&
-         transport_->issueTimes(nextIssueToCollect_, &issueScratch_)) {
-    stragglers_.add(issueScratch_);
-    ++nextIssueToCollect_;
-  }
-  const int every = env().stragglerLogSeconds;
-  if (every > 0 && rank_ == 0 &&
-      std::chrono::steady_clock::now() - lastStragglerLog_ >= std::chrono::seconds(every)) {
-    lastStragglerLog_ = std::chrono::steady_clock::now();
-    RING_LOG(kLogInfo, "stragglers: ", stragglers_.report(1.0).describe());
-  }
-}
-
-bool Communicator::allIssued(uint64_t count, std::chrono::microseconds patience) {
-  if (!transport_->announces()) return false;
-  const auto until = Clock::now() + patience;
-  // Where every rank of the host has a core (the long spin, chooseSpin), pause between looks
-  // and yield only now and then, as waitUntil does: a yield is a system call (about 0.3 us
-  // here), and a peer's announcement that lands during one is seen that much later, on every
-  // call of a program that calls in a loop. Where ranks share cores, yield at every look: the
-  // rank we wait for may need this core to issue its call.
-  const bool ownCore = spinMicros_ >= kOwnCoreSpinMicros;
-  for (int i = 1; !transport_->allIssued(count); ++i) {
-    if (ownCore && i % 64 != 0) {
-      cpuRelax();
-      continue;
-    }
-    if (Clock::now() >= until) return false;
-    std::this_thread::yield();
-  }
-  return true;
 }
 
 }  // namespace ring

@@ -55,6 +55,18 @@ struct CommOptions {
 struct CallInfo {
   uint64_t seq;
   std::chrono::milliseconds timeout;
+  // Only this call's post, ahead of the call (allReduce, allGather and barrier; every other
+  // collective must not be asked): where the call is one mailbox round, this rank's message is posted and
+  // the call returns without waiting; otherwise nothing is done. The call itself, made next
+  // with the same arguments and sequence, then only reads the peers' messages. Throws, posting
+  // nothing, where the group is already broken (as the call would).
+  //
+  // Why: a rank's issuing thread asks whether every peer has issued a small call before it
+  // runs the call itself (backend/work_queue.h), and each rank then waits for the others twice
+  // per call, for their announcements and for their messages: two dependent exchanges between
+  // the cores. Posted before that question, and the question answered by the peers' messages
+  // (allIssued), a call waits for its peers once (docs/latency_cpu.md, ninth part).
+  bool postOnly = false;
 };
 
 class Communicator {
@@ -104,7 +116,8 @@ class Communicator {
   // ranks of one host share a clock; elsewhere it stays empty).
   const StragglerStats& stragglers() const { return stragglers_; }
   // Whether every rank has issued `count` collectives, waiting up to `patience` for it (a busy
-  // poll). Always false where the transport cannot tell.
+  // poll). Always false where the transport cannot tell. Where this rank has posted collective
+  // count - 1 ahead (CallInfo::postOnly), it looks for the peers' posts of that round first.
   bool allIssued(uint64_t count, std::chrono::microseconds patience);
 
   // The hosts of the group as its plans see them: ranks that share memory (select.h).
@@ -137,14 +150,25 @@ class Communicator {
   bool goesDirect(int64_t bytes) const {
     return directBytes_ > 0 && bytes <= slotBytes_ && bytes * (size_ - 1) <= directBytes_;
   }
+  // Polls done() until it holds (true) or `patience` has passed (false): allIssued's wait.
+  template <typename Done>
+  bool pollFor(std::chrono::microseconds patience, Done&& done);
   // allReducePlan's answer with the rounds between hosts, searched once per call.
   AllReduceChoice allReduceChoice(int64_t bytes) const;
+  // The mailbox that a call of plan `a` with messages of `bytes` runs its one round in; null
+  // where it takes another path (then it cannot be posted ahead: CallInfo::postOnly).
+  Mailbox* roundMailbox(Algorithm a, int64_t bytes) const;
+  // Whether call c's post was made ahead of it (CallInfo::postOnly); forgets it. A post made
+  // for another call than the one that runs is a bug of the caller, named here.
+  bool takePosted(const CallInfo& c);
 
   int rank_;
   int size_;
   std::string groupName_;
   int64_t slotBytes_;
   int spinMicros_ = 0;
+  // Whether every rank of this host has a core of its own (the long spin: chooseSpin).
+  bool ownCore_ = false;
   // Most bytes a rank sends in a direct round (goesDirect); 0 (never) unless every rank shares
   // memory with every other, where every link is as close as the ring's.
   int64_t directBytes_ = 0;
@@ -154,6 +178,12 @@ class Communicator {
   std::vector<int> hostRing_;
   std::vector<int> hostRingPos_;
   PlanSettings plans_;
+  // The sequence of the call whose mailbox message was posted ahead of it (postOnly), until
+  // that call runs; kNothingPosted otherwise. Set by the issuing thread, read by whichever
+  // thread then runs the call: the caller orders the two (the backend holds the group from
+  // the post to the call, and hands it over under a mutex).
+  static constexpr uint64_t kNothingPosted = UINT64_MAX;
+  uint64_t postedSeq_ = kNothingPosted;
   // hostSegments(layout_, count) of the last two-level all_reduce: DDP's buckets repeat sizes.
   int64_t segmentsCount_ = -1;
   std::vector<HostSegment> segments_;

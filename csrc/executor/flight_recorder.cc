@@ -80,7 +80,7 @@ uint64_t FlightRecorder::record(uint64_t seq, const std::string& collective,
   // Why the oldest entry is overwritten in place rather than a new one made: its strings and
   // vectors keep their capacity, so a steady stream of calls records without allocating (a
   // small collective costs a few us, and making and freeing an entry's dozen members per call
-  // was a measurable part of it: issue 26, docs/latency_cpu.md).
+  // was a measurable part of it: issue 26, docs/call_instructions.md).
   std::pair<uint64_t, FlightEntry>* slot;
   if (entries_.size() < capacity_) {
     slot = &entries_.emplace_back();

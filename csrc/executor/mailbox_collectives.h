@@ -16,19 +16,27 @@
 
 namespace ring {
 
+// Whether this rank's message of the round is still to be posted (Now), or was posted already
+// by the thread that issued the call, ahead of it (Communicator::allReduce and barrier with
+// CallInfo::postOnly); the round then only reads the peers' messages.
+enum class MailboxPost { Now, AlreadyDone };
+
 // data (count elements, count * io.elemSize <= box.capacity()) = x_0 op ... op x_{n-1}, then
 // io.divide (AVG) if set; in place.
+// With AlreadyDone, data must still hold what was posted (the caller's contract: an in-place
+// all_reduce's tensor is not touched until its Work completes).
 void mailboxAllReduce(Mailbox& box, int rank, int size, char* data, int64_t count,
-                      const PlanBuffers& io, const Fingerprint& fp, const WaitContext& ctx);
+                      const PlanBuffers& io, const Fingerprint& fp, const WaitContext& ctx,
+                      MailboxPost post = MailboxPost::Now);
 
 // output block r (countPerRank elements of elemSize bytes, at most box.capacity() bytes) =
 // rank r's input; input may be this rank's block of output.
 void mailboxAllGather(Mailbox& box, int rank, int size, const void* input, void* output,
                       int64_t countPerRank, size_t elemSize, const Fingerprint& fp,
-                      const WaitContext& ctx);
+                      const WaitContext& ctx, MailboxPost post = MailboxPost::Now);
 
 // Returns once every rank of the group has posted its round of `fp`.
 void mailboxBarrier(Mailbox& box, int rank, int size, const Fingerprint& fp,
-                    const WaitContext& ctx);
+                    const WaitContext& ctx, MailboxPost post = MailboxPost::Now);
 
 }  // namespace ring

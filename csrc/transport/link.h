@@ -92,6 +92,9 @@ class Mailbox {
   // returns where its bytes lie: readable until this rank posts its next round.
   virtual const void* receive(int peer, int64_t bytes, const Fingerprint& fp,
                               const WaitContext& ctx) = 0;
+  // Whether `peer` has posted the round this rank posted last (or a later one): what receive
+  // would find without waiting. Never waits, checks nothing else.
+  virtual bool arrived(int peer) const = 0;
   // For a rank that waits on `peer` on another path (a FIFO) while running `fp`, between its
   // sleeps: throws CommError naming both calls once `peer` has been seen twice in a mailbox
   // round this rank has not reached, with nothing else changed: it has gone on without doing

@@ -5,11 +5,17 @@
 // both meet the cores in the same state (a core's speed changes for seconds at a time on the
 // machines this runs on: docs/latency_cpu.md).
 //
-//   ring_small_call_bench [ranks=2] [blocks=200] [calls per block=500] [sizes...=8 4096]
+//   ring_small_call_bench [--post-first] [ranks=2] [blocks=200] [calls per block=500]
+//                         [sizes...=8 4096]
 //
 // Prints, per size and path, the median, p10 and p90 over blocks of the mean time per call in
-// ns, and the ratio fifo/mailbox of the medians. The number of calls is bounded; it ends by
+// ns, and the ratio of the two paths' medians. The number of calls is bounded; it ends by
 // itself. A size of 0 is a barrier.
+//
+// --post-first compares two orders on the mailbox group instead: "asked" announces the call,
+// waits for the peers' announcements, then runs it (post and read); "posted" announces it,
+// posts its message (CallInfo::postOnly), waits for the announcements, then runs the rest, as
+// the backend does for a small all_reduce or barrier (backend/work_queue.h).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,6 +55,13 @@ double quantile(std::vector<double> v, double q) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const char* program = argv[0];
+  const bool postFirst = argc > 1 && std::string(argv[1]) == "--post-first";
+  if (postFirst) {
+    --argc;
+    ++argv;
+  }
+  const char* names[2] = {postFirst ? "asked" : "fifo", postFirst ? "posted" : "mailbox"};
   const int n = argc > 1 ? std::atoi(argv[1]) : 2;
   const int blocks = argc > 2 ? std::atoi(argv[2]) : 200;
   const int calls = argc > 3 ? std::atoi(argv[3]) : 500;
@@ -56,7 +69,8 @@ int main(int argc, char** argv) {
   for (int i = 4; i < argc; ++i) sizes.push_back(std::atoll(argv[i]));
   if (sizes.empty()) sizes = {8, 4096};
   if (n < 2 || blocks < 1 || calls < 1) {
-    std::fprintf(stderr, "usage: %s [ranks>=2] [blocks] [calls per block] [sizes...]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--post-first] [ranks>=2] [blocks] [calls per block] [sizes...]\n",
+                 program);
     return 2;
   }
   ring::testing_support::SharedMemoryStore fifoStore, mailboxStore;
@@ -71,24 +85,34 @@ int main(int argc, char** argv) {
       continue;
     }
     close(pipeFds[0]);
-    Communicator fifo(fifoStore, rank, n, options("fifo", 0));
+    // Path 0's group: the FIFOs, or (--post-first) a second mailbox group.
+    Communicator first(fifoStore, rank, n, options("first", postFirst ? 64 * 1024 : 0));
     Communicator mailbox(mailboxStore, rank, n, options("mailbox", 64 * 1024));
     uint64_t seq[2] = {0, 0};
     std::vector<float> data;
+    auto call = [&](Communicator& c, int64_t bytes, const CallInfo& info) {
+      if (bytes == 0) {
+        c.barrier(info);
+      } else {
+        c.allReduce(data.data(), bytes / 4, DType::Float32, RedOp::Sum, 1.0, info);
+      }
+    };
     auto run = [&](int path, int64_t bytes, int count) {
-      Communicator& c = path == 0 ? fifo : mailbox;
+      Communicator& c = path == 0 ? first : mailbox;
+      const bool postAhead = postFirst && path == 1;
       for (int i = 0; i < count; ++i) {
-        const CallInfo call{seq[path]++, std::chrono::seconds(60)};
+        const CallInfo info{seq[path]++, std::chrono::seconds(60)};
         // What the backend does around every call (backend/ring_backend.cc): announce it, and
         // look for every peer's announcement (the backend hands the call to its worker thread
         // when that takes too long; here it runs on regardless).
-        c.announceIssued(call.seq + 1);
-        (void)c.allIssued(call.seq + 1, std::chrono::microseconds(500));
-        if (bytes == 0) {
-          c.barrier(call);
-        } else {
-          c.allReduce(data.data(), bytes / 4, DType::Float32, RedOp::Sum, 1.0, call);
+        c.announceIssued(info.seq + 1);
+        if (postAhead) {
+          CallInfo postOnly = info;
+          postOnly.postOnly = true;
+          call(c, bytes, postOnly);
         }
+        (void)c.allIssued(info.seq + 1, std::chrono::microseconds(500));
+        call(c, bytes, info);
       }
     };
     for (int64_t bytes : sizes) {
@@ -126,11 +150,11 @@ int main(int argc, char** argv) {
     if (!ok) break;
     for (int path = 0; path < 2; ++path) {
       std::printf("%8lld %8s %10.0f %10.0f %10.0f\n", static_cast<long long>(bytes),
-                  path == 0 ? "fifo" : "mailbox", quantile(means[path], 0.5),
-                  quantile(means[path], 0.1), quantile(means[path], 0.9));
+                  names[path], quantile(means[path], 0.5), quantile(means[path], 0.1),
+                  quantile(means[path], 0.9));
     }
-    std::printf("%8lld fifo/mailbox (medians): %.2f\n", static_cast<long long>(bytes),
-                quantile(means[0], 0.5) / quantile(means[1], 0.5));
+    std::printf("%8lld %s/%s (medians): %.2f\n", static_cast<long long>(bytes), names[0],
+                names[1], quantile(means[0], 0.5) / quantile(means[1], 0.5));
   }
   int failed = 0;
   for (pid_t pid : children) {

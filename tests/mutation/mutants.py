@@ -499,4 +499,32 @@ MUTANTS = [
            "DirectAllReduce.FloatSumsFollowRankOrderAndAgreeBitwise",
            why="the peers' parts swapped (from 3 ranks on): a float sum in another order on each "
                "rank, different bits"),
+    # A call's mailbox message posted ahead of the call (CallInfo::postOnly).
+    Mutant("posted_call_posts_again", "csrc/executor/communicator.cc",
+           "  const bool posted = takePosted(c);\n  guarded(fp, c, [&](const WaitContext& ctx) {\n    if (posted) {\n      mailboxAllReduce(",
+           "  const bool posted = (takePosted(c), false);\n  guarded(fp, c, [&](const WaitContext& ctx) {\n    if (posted) {\n      mailboxAllReduce(",
+           "cpp", "PostedAhead.AllReduce*",
+           why="an all_reduce posted ahead posts its message again when it runs: its rounds run "
+               "one ahead of its peers'"),
+    Mutant("posted_gather_posts_again", "csrc/executor/communicator.cc",
+           "  const bool posted = takePosted(c);\n  guarded(fp, c, [&](const WaitContext& ctx) {\n    if (posted) {\n      mailboxAllGather(",
+           "  const bool posted = (takePosted(c), false);\n  guarded(fp, c, [&](const WaitContext& ctx) {\n    if (posted) {\n      mailboxAllGather(",
+           "cpp", "PostedAhead.AllGather*",
+           why="an all_gather posted ahead posts its part again when it runs"),
+    Mutant("posted_premul_unscaled", "csrc/executor/communicator.cc",
+           "    if (op == RedOp::PreMulSum) scaleFn(t)(data, data, factor, count);\n    box->post(",
+           "    box->post(", "cpp", "PostedAhead.AllReduce*",
+           why="a PREMUL_SUM posted ahead sends its contribution unscaled"),
+    Mutant("posted_into_a_broken_group", "csrc/executor/communicator.cc",
+           "    transport_->checkHealth(-1);\n    // What the call below does before its round",
+           "    // What the call below does before its round", "cpp",
+           "PostedAhead.NothingIsPostedIntoABrokenGroup",
+           why="a rank whose group broke posts its next all_reduce ahead anyway: a peer waiting "
+               "in that round completes on it as if the group were whole"),
+    Mutant("posted_asks_posts_only", "csrc/executor/communicator_issue.cc",
+           "    return pollFor(patience, allPosted) || transport_->allIssued(count);",
+           "    return pollFor(patience, allPosted);", "cpp",
+           "PostedAhead.AskingLooks*",
+           why="after a post ahead, a peer that has issued the call but not posted it (its "
+               "thread is still in an earlier call) sends the call to the worker"),
 ]

@@ -80,6 +80,38 @@ def test_a_barrier_every_peer_has_entered_runs_on_the_callers_thread(pool, world
             assert r["done_at_return"], "ran on the caller's thread, so done at return"
 
 
+def all_gather_one_rank_at_a_time(ctx):
+    """Ranks issue a small all_gather_into_tensor and a small list all_gather one after another,
+    the last rank first. Each rank posts its part before it asks whether every peer has issued
+    the call; the ranks that issue first hand the rest to the worker, which then only reads the
+    peers' parts."""
+    mine = torch.arange(5, dtype=torch.float32) + 100 * ctx.rank
+    into = torch.full((5 * ctx.world,), -1.0)
+    listed = [torch.full((5,), -1.0) for _ in range(ctx.world)]
+    for turn in reversed(range(ctx.world)):
+        if ctx.rank == turn:
+            w_into = dist.all_gather_into_tensor(into, mine, async_op=True)
+            w_list = dist.all_gather(listed, mine, async_op=True)
+        dist.barrier(group=ctx.gloo)
+    w_into.wait()
+    w_list.wait()
+    entries = torch_ring_backend.flight_recorder()[-2:]
+    return {"threads": [e["thread"] for e in entries], "into": into, "listed": listed}
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_a_small_all_gather_every_peer_has_issued_runs_on_the_callers_thread(pool, world):
+    want = [torch.arange(5, dtype=torch.float32) + 100 * r for r in range(world)]
+    for rank, r in enumerate(pool.run(all_gather_one_rank_at_a_time)):
+        if rank == 0:
+            assert r["threads"] == ["caller", "caller"], (rank, r["threads"])
+        else:  # the second may run on the thread that waits for it
+            assert r["threads"][0] == "worker" and r["threads"][1] in QUEUED, (rank, r["threads"])
+        assert torch.equal(r["into"], torch.cat(want)), (rank, r["into"])
+        for got, w in zip(r["listed"], want):
+            assert torch.equal(got, w), (rank, r["listed"])
+
+
 def opposite_orders(ctx):
     ranks = list(range(ctx.world))
     g1, g2 = dist.new_group(ranks, backend="ring"), dist.new_group(ranks, backend="ring")

@@ -98,6 +98,13 @@ const void* ShmMailbox::receive(int peer, int64_t bytes, const Fingerprint& fp,
   return payload(h, bytes);
 }
 
+bool ShmMailbox::arrived(int peer) const {
+  RING_ASSERT(rounds_ > 0, "a mailbox look before any post");
+  RING_ASSERT(peer != rank_ && regionOf_[static_cast<size_t>(peer)] != nullptr, "peer ", peer);
+  // relaxed: only a look; the receive that reads the message acquires the tag itself.
+  return head(peer, rounds_ - 1)->tag.load(std::memory_order_relaxed) >= rounds_;
+}
+
 void ShmMailbox::checkNotPostedElse(int peer, const Fingerprint& fp) const {
   if (peer < 0 || peer >= static_cast<int>(regionOf_.size()) || peer == rank_ ||
       regionOf_[static_cast<size_t>(peer)] == nullptr) {

@@ -30,6 +30,7 @@ class ShmMailbox : public Mailbox {
   void post(const void* data, int64_t bytes, const Fingerprint& fp) override;
   const void* receive(int peer, int64_t bytes, const Fingerprint& fp,
                       const WaitContext& ctx) override;
+  bool arrived(int peer) const override;
   void checkNotPostedElse(int peer, const Fingerprint& fp) const override;
 
  private:

@@ -1,0 +1,77 @@
+// Issue announcements (Communicator::announceIssued) and the question whether every peer has
+// issued a collective (Communicator::allIssued): what the backend asks before it runs a small
+// call on the caller's thread (backend/work_queue.h).
+#include <thread>
+
+#include "common/env.h"
+#include "common/logging.h"
+#include "executor/communicator.h"
+#include "transport/wait.h"
+
+namespace ring {
+
+void Communicator::announceIssued(uint64_t count) {
+  if (!transport_->announces()) return;
+  transport_->announceIssued(count);
+  // The transport keeps 64 issue times per rank: stay well inside them (a collective whose
+  // entry was overwritten would never be read), skipping what fell behind.
+  constexpr uint64_t kBehind = 32;
+  if (count > kBehind && nextIssueToCollect_ + kBehind < count) {
+    nextIssueToCollect_ = count - kBehind;
+  }
+  // In order, as far as every rank has issued (usually the previous collective: one read of
+  // each rank's entry per call).
+  while (nextIssueToCollect_ < count &&
+         transport_->issueTimes(nextIssueToCollect_, &issueScratch_)) {
+    stragglers_.add(issueScratch_);
+    ++nextIssueToCollect_;
+  }
+  const int every = env().stragglerLogSeconds;
+  if (every > 0 && rank_ == 0 &&
+      std::chrono::steady_clock::now() - lastStragglerLog_ >= std::chrono::seconds(every)) {
+    lastStragglerLog_ = std::chrono::steady_clock::now();
+    RING_LOG(kLogInfo, "stragglers: ", stragglers_.report(1.0).describe());
+  }
+}
+
+template <typename Done>
+bool Communicator::pollFor(std::chrono::microseconds patience, Done&& done) {
+  const auto until = Clock::now() + patience;
+  // Where every rank of the host has a core (the long spin, chooseSpin), pause between looks
+  // and yield only now and then, as waitUntil does: a yield is a system call (about 0.3 us
+  // here), and a peer's announcement that lands during one is seen that much later, on every
+  // call of a program that calls in a loop. Where ranks share cores, yield at every look: the
+  // rank we wait for may need this core to issue its call.
+  for (int i = 1; !done(); ++i) {
+    if (ownCore_ && i % 64 != 0) {
+      cpuRelax();
+      continue;
+    }
+    if (Clock::now() >= until) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+bool Communicator::allIssued(uint64_t count, std::chrono::microseconds patience) {
+  if (!transport_->announces()) return false;
+  // Where this rank has posted the call's message ahead of it (CallInfo::postOnly), the
+  // peers' messages of the same round tell: each posts after it announces, and they are what
+  // the call reads next, so waiting for them here is the call's one exchange between the
+  // cores (waiting for the announcements, then for the messages, took two in a row). A peer
+  // that has issued the call but not posted it (its thread is still in an earlier call)
+  // counts too, once the patience is over.
+  Mailbox* box = postedSeq_ + 1 == count ? transport_->mailbox() : nullptr;
+  if (box != nullptr) {
+    const auto allPosted = [&] {
+      for (int k = 1; k < size_; ++k) {
+        if (!box->arrived((rank_ + k) % size_)) return false;
+      }
+      return true;
+    };
+    return pollFor(patience, allPosted) || transport_->allIssued(count);
+  }
+  return pollFor(patience, [&] { return transport_->allIssued(count); });
+}
+
+}  // namespace ring
