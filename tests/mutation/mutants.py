@@ -499,6 +499,12 @@ MUTANTS = [
            "DirectAllReduce.FloatSumsFollowRankOrderAndAgreeBitwise",
            why="the peers' parts swapped (from 3 ranks on): a float sum in another order on each "
                "rank, different bits"),
+    Mutant("leaders_model_passes_one_block_down", "torch_ring_backend/bench/model.py",
+           "    down = max(_chain(hosts * block, c - 1, intra, slot) for c in counts)",
+           "    down = max(_chain(block, c - 1, intra, slot) for c in counts)", "py",
+           "tests/python/test_scale_model.py -x -q -k unequal",
+           why="the model's leaders' all_gather passes only the host's own block down its "
+               "host, not every host's"),
     # A call's mailbox message posted ahead of the call (CallInfo::postOnly).
     Mutant("posted_call_posts_again", "csrc/executor/communicator.cc",
            "  const bool posted = takePosted(c);\n  guarded(fp, c, [&](const WaitContext& ctx) {\n    if (posted) {\n      mailboxAllReduce(",

@@ -180,6 +180,42 @@ def test_gather_and_scatter_step_counts_in_closed_form():
     assert best_plan(4 * KiB, 128, 8, collective="all_gather")[0] == "hier-direct"
 
 
+def test_leaders_plans_on_unequal_hosts_by_hand():
+    # Hosts of 3, 1 and 2 ranks (csrc/executor/hier_gather_scatter.cc: through the lowest rank
+    # of each host, on blocks padded to the widest host, W = 3). 6000 B gathered: parts of
+    # 1000 B, blocks of 3000 B, 9000 B in all. Shared memory 1 us + 1 GB/s, network 1 ms +
+    # 100 MB/s; everything fits one slot.
+    intra, inter = (1e-6, 1e9), (1e-3, 1e8)
+    step_in = lambda b: 1e-6 + b / 1e9
+    step_net = lambda b: 1e-3 + b / 1e8
+    # all_gather: the host of 3's ring inside (2 steps of a part), the leaders' round, then the
+    # host of 3's chain of 2 hops passing all 9000 B on.
+    inside, down = 2 * step_in(1000), 2 * step_in(9000)
+    assert hier_direct_gather(6000, 3, [3, 1, 2], intra, inter) == pytest.approx(
+        inside + step_net(2 * 3000) + down)             # one round: 2 blocks out of each leader
+    assert hier_ring_gather(6000, 3, [3, 1, 2], intra, inter) == pytest.approx(
+        inside + 2 * step_net(3000) + down)             # a ring of 3 leaders: 2 steps of a block
+    # reduce_scatter: the chain reducing all 9000 B to the leader, the leaders' round, then the
+    # chain passing the leader's block (3000 B) down.
+    up, down = 2 * step_in(9000), 2 * step_in(3000)
+    assert PLANS_OF["reduce_scatter"]["hier-direct"](6000, 3, [3, 1, 2], intra, inter) == \
+        pytest.approx(up + step_net(2 * 3000) + down)
+    assert PLANS_OF["reduce_scatter"]["hier-ring"](6000, 3, [3, 1, 2], intra, inter) == \
+        pytest.approx(up + 2 * step_net(3000) + down)
+    # The flat ring over the 6 ranks: 5 hops of a part, 3 of the 6 ring links between hosts.
+    assert flat_gather(6000, 3, [3, 1, 2], intra, inter) == pytest.approx(
+        2.5 * step_net(1000) + 2.5 * step_in(1000))
+    # A list of equal counts is the equal-hosts plan.
+    assert hier_ring_gather(6000, 3, [2, 2, 2], intra, inter) == hier_ring_gather(6000, 3, 2,
+                                                                                  intra, inter)
+    # auto (plan_choice.cc, chooseThroughLeaders): the leaders' direct round while W parts to
+    # each of H-1 hosts fit 64 KiB, the flat ring above.
+    assert auto_plan(6 * 10922, 3, [3, 1, 2], "all_gather") == "hier-direct"   # 65532 B sent
+    assert auto_plan(6 * 10923, 3, [3, 1, 2], "reduce_scatter") == "flat"     # 65538 B
+    with pytest.raises(ValueError):
+        flat_gather(6000, 3, [3, 1], intra, inter)
+
+
 def test_compare_prices_the_plan_each_job_ran():
     run = {"hosts": 4, "nproc": 2, "jobs": {
         "auto": [[{"collective": "all_gather", "bytes": 4096, "time_us": 2000.0},
@@ -195,6 +231,14 @@ def test_compare_prices_the_plan_each_job_ran():
     # is the flat ring's there (1.47 ms against 1.52 for two levels).
     assert rows[("auto", "all_reduce", 1 << 20)][0] == "flat"
     assert rows[("hier_rd", "all_gather", 1 << 20)][0] == "hier-ring"  # rd is all_reduce's
+    # Hosts of unequal size (hosts_bench.py --nproc 3,1,2 writes the list): the leaders'
+    # plans; an all_reduce there is not modelled, so it has no row.
+    run = {"hosts": 3, "nproc": [3, 1, 2], "jobs": {
+        "auto": [[{"collective": "all_gather", "bytes": 6000, "time_us": 2000.0},
+                  {"bytes": 6000, "time_us": 3000.0}]]}}
+    rows = compare([run], (1.0, 1e30), (10.0, 1e30))
+    assert rows == [("3+1+2", "auto", "all_gather", "hier-direct", 6000, 2e-3,
+                     2 * 1.0 + 10.0 + 2 * 1.0)]
 
 
 def test_the_command_prints_a_table():
@@ -211,3 +255,14 @@ def test_the_command_prints_a_table():
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "hier-rd" not in lines[0] and "hier-direct" in lines[1], done.stdout
+    # One count per host: the leaders' plans on hosts of unequal size (all_reduce refuses).
+    unequal = [sys.executable, "-m", "torch_ring_backend.bench.model", "--sizes", "4K",
+               "--ranks-per-host", "3,1,2"]
+    done = subprocess.run(unequal + ["--collective", "reduce_scatter"], capture_output=True,
+                          text=True, timeout=60, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2 and lines[1].split()[:3] == ["4096", "3", "6"], done.stdout
+    done = subprocess.run(unequal, capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
+    assert done.returncode != 0 and "not modelled" in done.stderr, done.stderr

@@ -33,6 +33,12 @@ hosts while R flows share each host's network link gets beta / R. The plans:
             its shard to its peer on every other host at once (one latency, H-1 shards
             through the link).
 
+all_gather and reduce_scatter (--collective) have flat, hier-ring and hier-direct: on hosts of
+equal size by local index, on hosts of unequal size (--ranks-per-host 3,1,2) through one rank
+per host on blocks padded to the widest host W: a ring all_gather inside each host (for
+reduce_scatter, a chain reducing all H*W parts to the leader), the leaders' ring or direct
+round on blocks of W parts, then a chain down each host.
+
 L is ranks per host, H hosts, n = L * H, S the message size. The formulas are the textbook
 alpha-beta costs (Thakur, Rabenseifner and Gropp, "Optimization of Collective Communication
 Operations in MPICH", 2005), with the network link shared by the flows that cross it at once.
@@ -65,14 +71,13 @@ def flat_ring(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER, s
     (hosts/n of them over the network), then each further loop at 2(n-1) slices through the
     slowest link; and never less than the slowest link's bytes (2(n-1)/n of the message)."""
     n = hosts * per_host
-    return _ring_chain(2 * (n - 1), size / n, hosts, per_host, intra, inter, slot)
+    return _ring_chain(2 * (n - 1), size / n, hosts, n, intra, inter, slot)
 
 
-def _ring_chain(hops, chunk, hosts, per_host, intra, inter, slot):
-    # A ring of `hops` steps of `chunk` bytes each over every rank: the first pipeline loop as
-    # a chain of dependent hops (hosts/n of them over the network), each further loop at the
-    # slowest link's pace.
-    n = hosts * per_host
+def _ring_chain(hops, chunk, hosts, n, intra, inter, slot):
+    # A ring of `hops` steps of `chunk` bytes each over every rank (n of them, a host's ranks
+    # neighbours on the ring): the first pipeline loop as a chain of dependent hops (hosts/n
+    # of them over the network), each further loop at the slowest link's pace.
     if n == 1:
         return 0.0
     piece = min(chunk, slot)
@@ -186,15 +191,70 @@ PLANS = {"flat": flat_ring, "hier-ring": hier_ring, "hier-rd": hier_rd,
          "hier-direct": hier_direct, "hier-radix": hier_radix}
 
 
-# all_gather and reduce_scatter (csrc/executor/hier_gather_scatter.h), on hosts of equal size.
-# S is the whole gathered output / reduce_scatter input (as torch-ring-bench counts it), so
-# each rank's part is P = S/n. The reduce_scatter plans are the all_gather plans run backwards:
-# the same steps of the same sizes, so the same times (the reductions' cost is not modelled).
+# all_gather and reduce_scatter (csrc/executor/hier_gather_scatter.h). S is the whole gathered
+# output / reduce_scatter input (as torch-ring-bench counts it), so each rank's part is P = S/n.
+# On hosts of equal size the reduce_scatter plans are the all_gather plans run backwards: the
+# same steps of the same sizes, so the same times (the reductions' cost is not modelled).
+# per_host may also be a list, one count per host: where the counts differ, the two-level
+# plans go through one rank per host (the leaders), on blocks padded to the widest host
+# (_leaders_gather, _leaders_scatter).
+
+def _counts(hosts, per_host):
+    # (counts per host, whether they differ) for an int or a list of counts.
+    if isinstance(per_host, (list, tuple)):
+        if len(per_host) != hosts or min(per_host) < 1:
+            raise ValueError(f"{hosts} hosts but ranks per host {list(per_host)}")
+        return list(per_host), len(set(per_host)) > 1
+    return [per_host] * hosts, False
+
+
+def _chain(nbytes, hops, link, slot=DEFAULT_SLOT):
+    # A chain of `hops` ranks passing `nbytes` on in slot-sized pieces (planBroadcast,
+    # planReduce): the last piece leaves the first rank after loops - 1 pieces and takes
+    # `hops` steps to the end.
+    if hops <= 0:
+        return 0.0
+    piece = min(nbytes, slot)
+    loops = max(1, math.ceil(nbytes / slot))
+    return (hops + loops - 1) * _step(piece, link)
+
+
+def _leaders_gather(size, counts, direct, intra, inter, slot=DEFAULT_SLOT):
+    """Seconds for all_gather through the leaders: a ring all_gather inside each host (its
+    largest host's), the leaders' all_gather of W parts per host (a ring of H-1 steps, or one
+    direct round of H-1 blocks), then each leader's chain down its host of all H*W parts."""
+    hosts, widest = len(counts), max(counts)
+    part = size / sum(counts)
+    inside = max(_pipelined(c - 1, part, intra, 1, slot) if c > 1 else 0.0 for c in counts)
+    block = widest * part
+    if direct:
+        between = _step(block * (hosts - 1), inter)
+    else:
+        between = _pipelined(hosts - 1, block, inter, 1, slot)
+    down = max(_chain(hosts * block, c - 1, intra, slot) for c in counts)
+    return inside + between + down
+
+
+def _leaders_scatter(size, counts, direct, intra, inter, slot=DEFAULT_SLOT):
+    """Seconds for reduce_scatter through the leaders: a chain reducing the padded H*W parts
+    to each leader, the leaders' reduce_scatter (a ring of H-1 steps of W parts, or one direct
+    round), then each leader's chain down its host of its W parts."""
+    hosts, widest = len(counts), max(counts)
+    part = size / sum(counts)
+    block = widest * part
+    up = max(_chain(hosts * block, c - 1, intra, slot) for c in counts)
+    if direct:
+        between = _step(block * (hosts - 1), inter)
+    else:
+        between = _pipelined(hosts - 1, block, inter, 1, slot)
+    down = max(_chain(block, c - 1, intra, slot) for c in counts)
+    return up + between + down
+
 
 def flat_gather(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER, slot=DEFAULT_SLOT):
     """Seconds for the flat ring all_gather (or reduce_scatter): n-1 hops of P."""
-    n = hosts * per_host
-    return _ring_chain(n - 1, size / n, hosts, per_host, intra, inter, slot)
+    n = sum(_counts(hosts, per_host)[0])
+    return _ring_chain(n - 1, size / n, hosts, n, intra, inter, slot)
 
 
 def _intra_gather(size, hosts, per_host, intra, slot=DEFAULT_SLOT):
@@ -205,7 +265,12 @@ def _intra_gather(size, hosts, per_host, intra, slot=DEFAULT_SLOT):
 def hier_ring_gather(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER,
                      slot=DEFAULT_SLOT):
     """Seconds for the ranks of each local index in a ring between hosts (H-1 steps of P, L
-    rings sharing each host's link), then the ring inside each host, both in slots."""
+    rings sharing each host's link), then the ring inside each host, both in slots. Hosts of
+    unequal size: the leaders' ring (_leaders_gather)."""
+    counts, unequal = _counts(hosts, per_host)
+    if unequal:
+        return _leaders_gather(size, counts, False, intra, inter, slot)
+    per_host = counts[0]
     part = size / (hosts * per_host)
     between = _pipelined(hosts - 1, part, inter, per_host, slot) if hosts > 1 else 0.0
     return between + _intra_gather(size, hosts, per_host, intra, slot)
@@ -213,16 +278,40 @@ def hier_ring_gather(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_I
 
 def hier_direct_gather(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER):
     """Seconds for one direct round between hosts (H-1 parts through each rank's link, L ranks
-    sharing it), then the ring inside each host (reduce_scatter: the ring inside first)."""
+    sharing it), then the ring inside each host (reduce_scatter: the ring inside first).
+    Hosts of unequal size: the leaders' direct round (_leaders_gather)."""
+    counts, unequal = _counts(hosts, per_host)
+    if unequal:
+        return _leaders_gather(size, counts, True, intra, inter)
+    per_host = counts[0]
     part = size / (hosts * per_host)
     between = _step(part * (hosts - 1), inter, sharing=per_host) if hosts > 1 else 0.0
     return between + _intra_gather(size, hosts, per_host, intra)
 
 
+def hier_ring_scatter(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER,
+                      slot=DEFAULT_SLOT):
+    """hier_ring_gather backwards on hosts of equal size; the leaders' ring (_leaders_scatter)
+    on hosts of unequal size."""
+    counts, unequal = _counts(hosts, per_host)
+    if unequal:
+        return _leaders_scatter(size, counts, False, intra, inter, slot)
+    return hier_ring_gather(size, hosts, counts[0], intra, inter, slot)
+
+
+def hier_direct_scatter(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER):
+    """hier_direct_gather backwards on hosts of equal size; the leaders' direct round
+    (_leaders_scatter) on hosts of unequal size."""
+    counts, unequal = _counts(hosts, per_host)
+    if unequal:
+        return _leaders_scatter(size, counts, True, intra, inter)
+    return hier_direct_gather(size, hosts, counts[0], intra, inter)
+
+
 GATHER_PLANS = {"flat": flat_gather, "hier-ring": hier_ring_gather,
                 "hier-direct": hier_direct_gather}
-SCATTER_PLANS = {"flat": flat_gather, "hier-ring": hier_ring_gather,
-                 "hier-direct": hier_direct_gather}
+SCATTER_PLANS = {"flat": flat_gather, "hier-ring": hier_ring_scatter,
+                 "hier-direct": hier_direct_scatter}
 PLANS_OF = {"all_reduce": PLANS, "all_gather": GATHER_PLANS, "reduce_scatter": SCATTER_PLANS}
 
 
@@ -258,6 +347,14 @@ def auto_plan(size, hosts, per_host=1, collective="all_reduce", intra=DEFAULT_IN
     (csrc/schedule/ring_costs.h has these formulas again), two levels on ties."""
     if hosts == 1:
         return "flat"
+    if collective != "all_reduce" and _counts(hosts, per_host)[1]:
+        # Unequal hosts (plan_choice.cc, chooseThroughLeaders): the leaders' direct round
+        # while it sends at most the budget (W parts to each of H-1 hosts), else the flat ring.
+        counts = _counts(hosts, per_host)[0]
+        part = size / sum(counts)
+        return "hier-direct" if part * max(counts) * (hosts - 1) <= AUTO_DIRECT_BYTES else "flat"
+    if isinstance(per_host, (list, tuple)):
+        per_host = per_host[0]
     if collective != "all_reduce" and size / (hosts * per_host) * (hosts - 1) <= AUTO_DIRECT_BYTES:
         return "hier-direct"
     if collective != "all_reduce":
@@ -299,12 +396,16 @@ def compare(runs, intra, inter):
             keys = sorted({(r.get("collective", "all_reduce"), r["bytes"])
                            for job in jobs for r in job})
             for collective, size in keys:
+                if collective == "all_reduce" and _counts(hosts, per_host)[1]:
+                    continue  # all_reduce on hosts of unequal size is not modelled
                 measured = statistics.median(
                     r["time_us"] * 1e-6 for job in jobs for r in job
                     if (r.get("collective", "all_reduce"), r["bytes"]) == (collective, size))
                 plan = plan_of_job(algo, size, hosts, per_host, collective)
                 model = PLANS_OF[collective][plan](size, hosts, per_host, intra, inter)
-                rows.append((f"{hosts}x{per_host}", algo, collective, plan, size, measured, model))
+                shape = (f"{hosts}x{per_host}" if not isinstance(per_host, (list, tuple))
+                         else "+".join(str(c) for c in per_host))
+                rows.append((shape, algo, collective, plan, size, measured, model))
     return rows
 
 
@@ -320,7 +421,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m torch_ring_backend.bench.model",
                                 description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="4K,1M,64M", help="message sizes (default 4K,1M,64M)")
-    p.add_argument("--ranks-per-host", type=int, default=8, help="L (default 8)")
+    p.add_argument("--ranks-per-host", default="8",
+                   help="L (default 8), or one count per host (3,1,2: hosts of unequal size, "
+                        "all_gather and reduce_scatter only; --hosts is then their number)")
     p.add_argument("--hosts", default="1,2,4,16,128", help="host counts (default 1,2,4,16,128)")
     p.add_argument("--intra", type=_link, default=DEFAULT_INTRA,
                    help="shared-memory step: alpha seconds,beta bytes/s (default 2e-6,10e9)")
@@ -346,7 +449,14 @@ def main(argv=None):
                   f"{measured * 1e3:>14.3f} {model * 1e3:>11.3f} {model / measured:>15.2f}")
         return 0
     sizes = [parse_size(s) for s in a.sizes.split(",")]
-    shapes = [(int(h), a.ranks_per_host) for h in a.hosts.split(",")]
+    counts = [int(c) for c in a.ranks_per_host.split(",")]
+    if len(counts) == 1:
+        shapes = [(int(h), counts[0]) for h in a.hosts.split(",")]
+    elif a.collective == "all_reduce":
+        p.error("--ranks-per-host with one count per host: all_gather or reduce_scatter only "
+                "(all_reduce on hosts of unequal size is not modelled)")
+    else:
+        shapes = [(len(counts), counts)]
     plans = PLANS_OF[a.collective]
     # "auto": what TORCH_RING_ALGO=auto runs with TORCH_RING_SHM_LINK / TORCH_RING_NET_LINK set
     # to --intra / --inter.
@@ -355,7 +465,8 @@ def main(argv=None):
     for size, hosts, per_host, times, best, gain in table(sizes, shapes, a.intra, a.inter,
                                                           a.collective):
         auto = auto_plan(size, hosts, per_host, a.collective, a.intra, a.inter)
-        print(f"{size:>9} {hosts:>5} {hosts * per_host:>5} "
+        ranks = sum(_counts(hosts, per_host)[0])
+        print(f"{size:>9} {hosts:>5} {ranks:>5} "
               + " ".join(f"{times[n] * 1e3:>14.3f}" for n in plans)
               + f" {best:>11} {gain:>9.1f} {auto:>11}")
     return 0
