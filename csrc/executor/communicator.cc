@@ -184,8 +184,9 @@ WaitContext Communicator::waitContext(const Fingerprint& fp, const CallInfo& c) 
 // the FIFOs is no longer in step), a usage error leaves it usable.
 template <typename Body>
 void Communicator::guarded(const Fingerprint& fp, const CallInfo& c, Body&& body) {
-  RING_ASSERT(postedSeq_ == kNothingPosted, describe(fp), " runs while the post of collective ",
-              postedSeq_, " made ahead of its call waits for that call");
+  RING_ASSERT(posted_.seq == PostedAhead::kNothing, describe(fp),
+              " runs while the post of collective ", posted_.seq,
+              " made ahead of its call waits for that call");
   transport_->checkHealth(-1);
   WaitContext ctx = waitContext(fp, c);
   try {
@@ -221,24 +222,40 @@ AllReduceChoice Communicator::allReduceChoice(int64_t bytes) const {
 }
 
 Mailbox* Communicator::roundMailbox(Algorithm a, int64_t bytes) const {
-  // The condition under which directAllReduce and directAllGather take the mailbox.
-  Mailbox* box = transport_->mailbox();
-  if (size_ == 1 || a != Algorithm::Direct || box == nullptr || bytes > box->capacity()) {
-    return nullptr;
-  }
-  return box;
+  if (size_ == 1 || a != Algorithm::Direct) return nullptr;
+  return directRoundMailbox(*transport_, bytes);
 }
 
-bool Communicator::takePosted(const CallInfo& c) {
-  if (postedSeq_ == kNothingPosted) return false;
-  RING_ASSERT(postedSeq_ == c.seq, "collective ", c.seq, " runs while the post of collective ",
-              postedSeq_, " made ahead of its call waits for that call");
-  postedSeq_ = kNothingPosted;
-  return true;
+template <typename Prepare>
+void Communicator::postAhead(Mailbox& box, const void* data, int64_t bytes,
+                             const Fingerprint& fp, const CallInfo& c, Prepare&& prepare) {
+  transport_->checkHealth(kHealthBetweenCalls);
+  prepare();
+  box.post(data, bytes, fp);
+  posted_.seq = c.seq;
+  posted_.fp = fp;
+  posted_.box = &box;
+}
+
+const Communicator::PostedAhead* Communicator::takePosted(const CallInfo& c) {
+  if (posted_.seq == PostedAhead::kNothing) return nullptr;
+  RING_ASSERT(posted_.seq == c.seq, "collective ", c.seq, " runs while the post of collective ",
+              posted_.seq, " made ahead of its call waits for that call");
+  posted_.seq = PostedAhead::kNothing;
+  return &posted_;
 }
 
 void Communicator::allReduce(void* data, int64_t count, DType t, RedOp op, double factor,
                              const CallInfo& c) {
+  if (const PostedAhead* posted = takePosted(c)) {
+    const Fingerprint fp = posted->fp;
+    Mailbox& box = *posted->box;
+    guarded(fp, c, [&](const WaitContext& ctx) {
+      mailboxAllReduce(box, rank_, size_, static_cast<char*>(data), count,
+                       buffers(data, data, t, op, size_), fp, ctx, MailboxPost::AlreadyDone);
+    });
+    return;
+  }
   Fingerprint fp = makeFingerprint(Collective::AllReduce, c.seq, count, t, op, -1);
   const int64_t bytes = count * static_cast<int64_t>(elementSize(t));
   AllReduceChoice choice = allReduceChoice(bytes);
@@ -246,23 +263,13 @@ void Communicator::allReduce(void* data, int64_t count, DType t, RedOp op, doubl
   if (c.postOnly) {
     Mailbox* box = roundMailbox(fp.algorithm, bytes);
     if (box == nullptr) return;
-    // Not into a broken group: the peers that wait in this round would complete on it
-    // (guarded() throws before the round's post for the same reason).
-    transport_->checkHealth(-1);
-    // What the call below does before its round, then the round's post (mailboxAllReduce).
-    if (op == RedOp::PreMulSum) scaleFn(t)(data, data, factor, count);
-    box->post(data, bytes, fp);
-    postedSeq_ = c.seq;
+    // What the call below does before its round (mailboxAllReduce posts its input).
+    postAhead(*box, data, bytes, fp, c, [&] {
+      if (op == RedOp::PreMulSum) scaleFn(t)(data, data, factor, count);
+    });
     return;
   }
-  const bool posted = takePosted(c);
   guarded(fp, c, [&](const WaitContext& ctx) {
-    if (posted) {
-      mailboxAllReduce(*roundMailbox(fp.algorithm, bytes), rank_, size_,
-                       static_cast<char*>(data), count, buffers(data, data, t, op, size_), fp,
-                       ctx, MailboxPost::AlreadyDone);
-      return;
-    }
     // PREMUL_SUM scales this rank's contribution in place (all-reduce is in place anyway).
     if (op == RedOp::PreMulSum) scaleFn(t)(data, data, factor, count);
     if (size_ == 1) {
@@ -332,24 +339,25 @@ void Communicator::reduceScatter(const void* input, void* output, int64_t countP
 
 void Communicator::allGather(const void* input, void* output, int64_t countPerRank, DType t,
                              const CallInfo& c) {
+  if (const PostedAhead* posted = takePosted(c)) {
+    const Fingerprint fp = posted->fp;
+    Mailbox& box = *posted->box;
+    guarded(fp, c, [&](const WaitContext& ctx) {
+      mailboxAllGather(box, rank_, size_, input, output, countPerRank, elementSize(t), fp, ctx,
+                       MailboxPost::AlreadyDone);
+    });
+    return;
+  }
   Fingerprint fp = makeFingerprint(Collective::AllGather, c.seq, countPerRank, t, RedOp::Sum, -1);
   const int64_t partBytes = countPerRank * static_cast<int64_t>(elementSize(t));
   fp.algorithm = allGatherPlan(partBytes);
   if (c.postOnly) {
-    Mailbox* box = roundMailbox(fp.algorithm, partBytes);
-    if (box == nullptr) return;
-    transport_->checkHealth(-1);  // as allReduce's post ahead
-    box->post(input, partBytes, fp);
-    postedSeq_ = c.seq;
+    if (Mailbox* box = roundMailbox(fp.algorithm, partBytes)) {
+      postAhead(*box, input, partBytes, fp, c, [] {});
+    }
     return;
   }
-  const bool posted = takePosted(c);
   guarded(fp, c, [&](const WaitContext& ctx) {
-    if (posted) {
-      mailboxAllGather(*roundMailbox(fp.algorithm, partBytes), rank_, size_, input, output,
-                       countPerRank, elementSize(t), fp, ctx, MailboxPost::AlreadyDone);
-      return;
-    }
     if (fp.algorithm == Algorithm::Direct) {
       directAllGather(*transport_, input, output, countPerRank, elementSize(t), fp, ctx);
       return;
@@ -508,13 +516,10 @@ void Communicator::barrier(const CallInfo& c) {
   Fingerprint fp = makeFingerprint(Collective::Barrier, c.seq, 0, DType::UInt8, RedOp::Sum, -1);
   Mailbox* box = size_ == 1 ? nullptr : transport_->mailbox();
   if (c.postOnly) {
-    if (box == nullptr) return;
-    transport_->checkHealth(-1);  // as allReduce's post ahead
-    box->post(nullptr, 0, fp);
-    postedSeq_ = c.seq;
+    if (box != nullptr) postAhead(*box, nullptr, 0, fp, c, [] {});
     return;
   }
-  const bool posted = takePosted(c);
+  const bool posted = takePosted(c) != nullptr;
   guarded(fp, c, [&](const WaitContext& ctx) {
     if (size_ == 1) return;
     // Where there are mailboxes: one round of empty messages, every rank waiting for each

@@ -56,8 +56,8 @@ struct CallInfo {
   uint64_t seq;
   std::chrono::milliseconds timeout;
   // Only this call's post, ahead of the call (allReduce, allGather and barrier; every other
-  // collective must not be asked): where the call is one mailbox round, this rank's message is posted and
-  // the call returns without waiting; otherwise nothing is done. The call itself, made next
+  // collective must not be asked): where the call is one mailbox round, this rank's message is
+  // posted and the call returns without waiting; otherwise nothing is done. The call itself, made next
   // with the same arguments and sequence, then only reads the peers' messages. Throws, posting
   // nothing, where the group is already broken (as the call would).
   //
@@ -158,9 +158,26 @@ class Communicator {
   // The mailbox that a call of plan `a` with messages of `bytes` runs its one round in; null
   // where it takes another path (then it cannot be posted ahead: CallInfo::postOnly).
   Mailbox* roundMailbox(Algorithm a, int64_t bytes) const;
-  // Whether call c's post was made ahead of it (CallInfo::postOnly); forgets it. A post made
-  // for another call than the one that runs is a bug of the caller, named here.
-  bool takePosted(const CallInfo& c);
+  // A post made ahead of its call (CallInfo::postOnly): the call's sequence, the fingerprint
+  // and mailbox it was posted with (the call itself then neither chooses its plan again nor
+  // looks for the mailbox).
+  struct PostedAhead {
+    static constexpr uint64_t kNothing = UINT64_MAX;
+    uint64_t seq = kNothing;
+    Fingerprint fp;
+    Mailbox* box = nullptr;
+  };
+  // Call c's post ahead: checks the group's health first (nothing is posted into a broken
+  // group: the peers waiting in that round would complete on it, and guarded() throws before
+  // a round's post for the same reason), runs what the call does before its round
+  // (`prepare`), posts, and remembers it for the call.
+  template <typename Prepare>
+  void postAhead(Mailbox& box, const void* data, int64_t bytes, const Fingerprint& fp,
+                 const CallInfo& c, Prepare&& prepare);
+  // Call c's post ahead, or null where it made none; forgets it (what it points to stays
+  // until the next post). A post made for another call than the one that runs is a bug of the
+  // caller, named here.
+  const PostedAhead* takePosted(const CallInfo& c);
 
   int rank_;
   int size_;
@@ -178,12 +195,11 @@ class Communicator {
   std::vector<int> hostRing_;
   std::vector<int> hostRingPos_;
   PlanSettings plans_;
-  // The sequence of the call whose mailbox message was posted ahead of it (postOnly), until
-  // that call runs; kNothingPosted otherwise. Set by the issuing thread, read by whichever
-  // thread then runs the call: the caller orders the two (the backend holds the group from
-  // the post to the call, and hands it over under a mutex).
-  static constexpr uint64_t kNothingPosted = UINT64_MAX;
-  uint64_t postedSeq_ = kNothingPosted;
+  // The post made ahead of its call (postOnly), until that call runs; seq kNothing otherwise.
+  // Set by the issuing thread, read by whichever thread then runs the call: the caller orders
+  // the two (the backend holds the group from the post to the call, and hands it over under a
+  // mutex).
+  PostedAhead posted_;
   // hostSegments(layout_, count) of the last two-level all_reduce: DDP's buckets repeat sizes.
   int64_t segmentsCount_ = -1;
   std::vector<HostSegment> segments_;

@@ -61,7 +61,7 @@ bool Communicator::allIssued(uint64_t count, std::chrono::microseconds patience)
   // cores (waiting for the announcements, then for the messages, took two in a row). A peer
   // that has issued the call but not posted it (its thread is still in an earlier call)
   // counts too, once the patience is over.
-  Mailbox* box = postedSeq_ + 1 == count ? transport_->mailbox() : nullptr;
+  Mailbox* box = posted_.seq + 1 == count ? posted_.box : nullptr;
   if (box != nullptr) {
     const auto allPosted = [&] {
       for (int k = 1; k < size_; ++k) {

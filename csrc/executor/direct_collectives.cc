@@ -67,10 +67,14 @@ void combineInPositionOrder(char* at, const void** part, int n, int pos, int64_t
   if (io.divide) io.divide(at, io.divisor, elems);
 }
 
+Mailbox* directRoundMailbox(Transport& t, int64_t bytes) {
+  Mailbox* box = t.mailbox();
+  return box != nullptr && bytes <= box->capacity() ? box : nullptr;
+}
+
 void directAllReduce(Transport& t, void* data, int64_t count, const PlanBuffers& io,
                      const Fingerprint& fp, const WaitContext& ctx) {
-  Mailbox* box = t.mailbox();
-  if (box != nullptr && count * static_cast<int64_t>(io.elemSize) <= box->capacity()) {
+  if (Mailbox* box = directRoundMailbox(t, count * static_cast<int64_t>(io.elemSize))) {
     mailboxAllReduce(*box, t.rank(), t.size(), static_cast<char*>(data), count, io, fp, ctx);
     return;
   }
@@ -141,8 +145,7 @@ void directAllReduceAmong(Transport& t, const DirectMembers& m, char* data, int6
 
 void directAllGather(Transport& t, const void* input, void* output, int64_t countPerRank,
                      size_t elemSize, const Fingerprint& fp, const WaitContext& ctx) {
-  Mailbox* box = t.mailbox();
-  if (box != nullptr && countPerRank * static_cast<int64_t>(elemSize) <= box->capacity()) {
+  if (Mailbox* box = directRoundMailbox(t, countPerRank * static_cast<int64_t>(elemSize))) {
     mailboxAllGather(*box, t.rank(), t.size(), input, output, countPerRank, elemSize, fp, ctx);
     return;
   }

@@ -28,9 +28,14 @@
 
 namespace ring {
 
+// The mailbox that a direct round of `bytes`-byte messages over the whole group runs in
+// (executor/mailbox_collectives.h): the transport's, where it has one and the message fits;
+// null where the round goes through the FIFOs.
+Mailbox* directRoundMailbox(Transport& t, int64_t bytes);
+
 // In place on `data` (count elements of io.elemSize bytes; io.input and io.output are
-// ignored): data = x_0 op x_1 op ... op x_{n-1}, then io.divide (AVG) if set. Through the
-// transport's mailbox (executor/mailbox_collectives.h) where it has one the message fits.
+// ignored): data = x_0 op x_1 op ... op x_{n-1}, then io.divide (AVG) if set. Through
+// directRoundMailbox where there is one.
 void directAllReduce(Transport& t, void* data, int64_t count, const PlanBuffers& io,
                      const Fingerprint& fp, const WaitContext& ctx);
 

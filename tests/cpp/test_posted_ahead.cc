@@ -3,11 +3,11 @@
 // (backend/work_queue.h). Ranks as threads over shared memory, checked against what the
 // collectives promise whoever posts ahead: the definitions of all_reduce (SUM, AVG with
 // integers truncated toward zero, PREMUL_SUM scaling each contribution once, MAX), of
-// all_gather (the input apart or inside the output) and of a barrier; a post ahead where the call takes no mailbox round is nothing; the question
-// "has every peer issued it" answered by the peers' posts, and by their announcements once the
-// patience is over; ranks that disagree still end in a mismatch on every rank; nothing posted
-// into a broken group; a post made for another call than the one that runs is named instead
-// of read as that call's.
+// all_gather (the input apart or inside the output) and of a barrier; a post ahead where the
+// call takes no mailbox round is nothing; the question "has every peer issued it" answered
+// by the peers' posts, and by their announcements once the patience is over; ranks that
+// disagree still end in a mismatch on every rank; nothing posted into a broken group; a post
+// made for another call than the one that runs is named instead of read as that call's.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -79,7 +79,9 @@ TEST(PostedAhead, AllReduceMatchesItsDefinitionWhoeverPostsAhead) {
               };
               // Ranks differ in which calls they post ahead, and drift apart now and then.
               if ((c + comm.rank()) % 3 != 0) announceAndPostAhead(comm, info, run);
-              if (rng() % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
+              if (rng() % 8 == 0) {
+                std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
+              }
               run(info);
               const int64_t bad = firstMismatch(k.t, data.data(), count, [&](int64_t i) {
                 double acc = k.op == RedOp::Max ? -1e9 : 0.0;

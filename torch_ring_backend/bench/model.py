@@ -219,6 +219,14 @@ def _chain(nbytes, hops, link, slot=DEFAULT_SLOT):
     return (hops + loops - 1) * _step(piece, link)
 
 
+def _leaders_between(block, hosts, direct, inter, slot=DEFAULT_SLOT):
+    # The leaders' step between hosts, one block of W parts per host: a ring of H-1 steps, or
+    # one direct round of H-1 blocks (the same in both directions).
+    if direct:
+        return _step(block * (hosts - 1), inter)
+    return _pipelined(hosts - 1, block, inter, 1, slot)
+
+
 def _leaders_gather(size, counts, direct, intra, inter, slot=DEFAULT_SLOT):
     """Seconds for all_gather through the leaders: a ring all_gather inside each host (its
     largest host's), the leaders' all_gather of W parts per host (a ring of H-1 steps, or one
@@ -227,10 +235,7 @@ def _leaders_gather(size, counts, direct, intra, inter, slot=DEFAULT_SLOT):
     part = size / sum(counts)
     inside = max(_pipelined(c - 1, part, intra, 1, slot) if c > 1 else 0.0 for c in counts)
     block = widest * part
-    if direct:
-        between = _step(block * (hosts - 1), inter)
-    else:
-        between = _pipelined(hosts - 1, block, inter, 1, slot)
+    between = _leaders_between(block, hosts, direct, inter, slot)
     down = max(_chain(hosts * block, c - 1, intra, slot) for c in counts)
     return inside + between + down
 
@@ -243,10 +248,7 @@ def _leaders_scatter(size, counts, direct, intra, inter, slot=DEFAULT_SLOT):
     part = size / sum(counts)
     block = widest * part
     up = max(_chain(hosts * block, c - 1, intra, slot) for c in counts)
-    if direct:
-        between = _step(block * (hosts - 1), inter)
-    else:
-        between = _pipelined(hosts - 1, block, inter, 1, slot)
+    between = _leaders_between(block, hosts, direct, inter, slot)
     down = max(_chain(block, c - 1, intra, slot) for c in counts)
     return up + between + down
 
@@ -347,14 +349,13 @@ def auto_plan(size, hosts, per_host=1, collective="all_reduce", intra=DEFAULT_IN
     (csrc/schedule/ring_costs.h has these formulas again), two levels on ties."""
     if hosts == 1:
         return "flat"
-    if collective != "all_reduce" and _counts(hosts, per_host)[1]:
+    counts, unequal = _counts(hosts, per_host)
+    if collective != "all_reduce" and unequal:
         # Unequal hosts (plan_choice.cc, chooseThroughLeaders): the leaders' direct round
         # while it sends at most the budget (W parts to each of H-1 hosts), else the flat ring.
-        counts = _counts(hosts, per_host)[0]
         part = size / sum(counts)
         return "hier-direct" if part * max(counts) * (hosts - 1) <= AUTO_DIRECT_BYTES else "flat"
-    if isinstance(per_host, (list, tuple)):
-        per_host = per_host[0]
+    per_host = counts[0]
     if collective != "all_reduce" and size / (hosts * per_host) * (hosts - 1) <= AUTO_DIRECT_BYTES:
         return "hier-direct"
     if collective != "all_reduce":
