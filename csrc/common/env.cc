@@ -64,6 +64,17 @@ std::string readAlgo() {
   return v;
 }
 
+std::string readCpuIsa() {
+  const std::string raw = readString("TORCH_RING_CPU_ISA");
+  const std::string v = lowered(raw);
+  if (v.empty()) return "auto";
+  if (v != "auto" && v != "baseline" && v != "avx2") {
+    throw UsageError(
+        strCat("TORCH_RING_CPU_ISA='", raw, "' must be auto, baseline or avx2 (any case)"));
+  }
+  return v;
+}
+
 }  // namespace
 
 int64_t readInt(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
@@ -108,6 +119,7 @@ const EnvKnobs& env() {
       k.socketIfnameSource = strCat("GLOO_SOCKET_IFNAME='", gloo, "' (exact names)");
     }
     k.socketFamily = readSocketFamily();
+    k.cpuIsa = readCpuIsa();
     k.masterAddr = readString("MASTER_ADDR");
     return k;
   }();

@@ -82,6 +82,11 @@ struct EnvKnobs {
   // TORCH_RING_SOCKET_FAMILY = AF_INET | AF_INET6, any case (NCCL_SOCKET_FAMILY's words): only
   // that family's addresses of the interfaces above; unset: IPv4 first, then IPv6. 0 = any.
   int socketFamily;
+  // TORCH_RING_CPU_ISA = auto | baseline | avx2, any case (default auto; ATEN_CPU_CAPABILITY's
+  // counterpart): which build of the host reduction loops runs (reduce/reduce_table.h). auto:
+  // the AVX2 one where the CPU has AVX2 and F16C; baseline: the portable one (to compare, or to
+  // rule the vector build out); avx2 on a CPU without it: an error at set-up.
+  std::string cpuIsa;
   // MASTER_ADDR (set by torchrun, not ours; read only to pick the default interface above).
   std::string masterAddr;
 };

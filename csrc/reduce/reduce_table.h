@@ -13,8 +13,17 @@ using CombineFn = void (*)(void* dst, const void* a, const void* b, int64_t coun
 using DivideFn = void (*)(void* data, int64_t divisor, int64_t count);
 using ScaleFn = void (*)(void* out, const void* in, double factor, int64_t count);
 
+// Which build of the combine loops combineFn serves: the baseline one, or the one for AVX2
+// (256-bit vectors, F16C's float16 conversions) where the CPU has AVX2 and F16C (x86-64), as
+// TORCH_RING_CPU_ISA allows. Both give the same bits (a NaN's payload aside): each element is
+// one operation on its own operands, whatever the vector width (reduce_table.cc).
+enum class HostIsa : int { Baseline = 0, Avx2 = 1 };
+HostIsa hostIsa();
+
 // Never null for a pair opSupported() accepts.
 CombineFn combineFn(DType t, RedOp op);
+// The combine of one build; Avx2 only where hostIsa() is Avx2 (tests and benchmarks).
+CombineFn combineFnOf(HostIsa isa, DType t, RedOp op);
 DivideFn divideFn(DType t);
 ScaleFn scaleFn(DType t);
 

@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -23,15 +26,50 @@ namespace {
 const RedOp kAllOps[] = {RedOp::Sum,  RedOp::Avg, RedOp::Product, RedOp::Min,      RedOp::Max,
                          RedOp::BAnd, RedOp::BOr, RedOp::BXor,    RedOp::PreMulSum};
 
-// Runs combineFn(t, op) over whole arrays: once into a separate output, once in place into
-// `a` (the executor does both); both must agree.
+// The builds of the combine loops this CPU runs: the baseline one always, the AVX2 one where
+// combineFn serves it (reduce_table.h).
+std::vector<HostIsa> buildsHere() {
+  std::vector<HostIsa> isas = {HostIsa::Baseline};
+  if (hostIsa() != HostIsa::Baseline) isas.push_back(hostIsa());
+  return isas;
+}
+
+// Runs the combine of (t, op) over the pairs (a[i], b[i]) in every build this CPU has: the
+// pairs repeated to 71 elements or more, so that the vector loop and its scalar tail both see
+// every pair, once into a separate output and once in place into `a` (the executor does
+// both). Every build, every repeat and both forms must give the same bits (an element is one
+// operation on its own operands); returns one repeat, checked against the definitions.
 template <typename T>
-std::vector<T> combineAll(DType t, RedOp op, std::vector<T> a, const std::vector<T>& b) {
-  std::vector<T> out(a.size());
-  combineFn(t, op)(out.data(), a.data(), b.data(), static_cast<int64_t>(a.size()));
-  combineFn(t, op)(a.data(), a.data(), b.data(), static_cast<int64_t>(a.size()));
-  EXPECT_EQ(0, std::memcmp(out.data(), a.data(), a.size() * sizeof(T))) << "in place differs";
-  return out;
+std::vector<T> combineAll(DType t, RedOp op, const std::vector<T>& a, const std::vector<T>& b) {
+  const size_t m = a.size();
+  std::vector<T> x, y;
+  while (x.size() < 71 || x.size() % m != 0) {
+    x.push_back(a[x.size() % m]);
+    y.push_back(b[y.size() % m]);
+  }
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<T> first;
+  for (HostIsa isa : buildsHere()) {
+    const char* build = isa == HostIsa::Baseline ? "baseline" : "avx2";
+    std::vector<T> out(x.size()), inPlace = x;
+    combineFnOf(isa, t, op)(out.data(), x.data(), y.data(), n);
+    combineFnOf(isa, t, op)(inPlace.data(), inPlace.data(), y.data(), n);
+    EXPECT_EQ(0, std::memcmp(out.data(), inPlace.data(), out.size() * sizeof(T)))
+        << build << ": in place differs";
+    for (size_t i = m; i < out.size(); ++i) {
+      EXPECT_EQ(0, std::memcmp(&out[i], &out[i % m], sizeof(T)))
+          << build << ": element " << i << " differs from element " << i % m
+          << " of the same operands";
+    }
+    if (first.empty()) {
+      first = out;
+    } else {
+      EXPECT_EQ(0, std::memcmp(out.data(), first.data(), out.size() * sizeof(T)))
+          << build << " differs from the baseline build";
+    }
+  }
+  first.resize(m);
+  return first;
 }
 
 // Two's-complement wraparound into T (what the hardware and torch do for narrow integers).
@@ -249,6 +287,112 @@ TEST(ReduceOps, ScaleMultipliesAndTruncatesIntegers) {
       EXPECT_EQ(outHf[i].bits, ref::halfBits(want)) << ref::halfValue(hf[i].bits) << " * " << factor;
     }
   }
+}
+
+// ---- the builds of the combine loops --------------------------------------------------------
+
+// The CPU's own word (/proc/cpuinfo's flags) on whether it has AVX2 and F16C: where it does,
+// combineFn must serve the AVX2 build, not fall back to the baseline one unnoticed.
+TEST(ReduceOps, Avx2BuildServesWhereTheCpuHasAvx2) {
+  FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (f == nullptr) GTEST_SKIP() << "no /proc/cpuinfo";
+  std::string text;
+  char buf[4096];
+  for (size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, got);
+  std::fclose(f);
+#if defined(__x86_64__)
+  const bool avx2 = text.find(" avx2") != std::string::npos;
+  const bool f16c = text.find(" f16c") != std::string::npos;
+  EXPECT_EQ(hostIsa(), avx2 && f16c ? HostIsa::Avx2 : HostIsa::Baseline)
+      << "cpuinfo avx2: " << avx2 << ", f16c: " << f16c;
+#else
+  EXPECT_EQ(hostIsa(), HostIsa::Baseline) << "AVX2 is an x86-64 extension";
+#endif
+}
+
+// Whether the element at `p` of dtype t is a NaN (the floating types).
+bool isNaNAt(DType t, const uint8_t* p) {
+  switch (t) {
+    case DType::Float32: { float v; std::memcpy(&v, p, 4); return v != v; }
+    case DType::Float64: { double v; std::memcpy(&v, p, 8); return v != v; }
+    case DType::Float16: { uint16_t h; std::memcpy(&h, p, 2); return (h & 0x7c00) == 0x7c00 && (h & 0x3ff); }
+    case DType::BFloat16: { uint16_t h; std::memcpy(&h, p, 2); return (h & 0x7f80) == 0x7f80 && (h & 0x7f); }
+    default: return false;
+  }
+}
+
+// Operands of dtype t: random bit patterns (every value of an integer type; floats with
+// subnormals, infinities and NaNs among them), bool as 0 or 1, and for the floating types the
+// values where the ops are delicate set in: +-0, +-inf, a NaN, the largest finite value.
+std::vector<uint8_t> operands(DType t, int64_t count, uint64_t seed) {
+  const size_t es = elementSize(t);
+  std::vector<uint8_t> v(static_cast<size_t>(count) * es);
+  for (auto& byte : v) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    byte = static_cast<uint8_t>(seed >> 56);
+  }
+  if (t == DType::Bool) {
+    for (auto& byte : v) byte &= 1;
+  }
+  const std::vector<std::vector<uint8_t>> special = [&]() -> std::vector<std::vector<uint8_t>> {
+    auto bytesOf = [](auto x) {
+      std::vector<uint8_t> b(sizeof x);
+      std::memcpy(b.data(), &x, sizeof x);
+      return b;
+    };
+    switch (t) {
+      case DType::Float32: return {bytesOf(0.0f), bytesOf(-0.0f), bytesOf(INFINITY),
+                                   bytesOf(-INFINITY), bytesOf(NAN), bytesOf(FLT_MAX)};
+      case DType::Float64: return {bytesOf(0.0), bytesOf(-0.0), bytesOf(double(INFINITY)),
+                                   bytesOf(-double(INFINITY)), bytesOf(double(NAN)),
+                                   bytesOf(DBL_MAX)};
+      case DType::Float16: return {bytesOf(uint16_t{0}), bytesOf(uint16_t{0x8000}),
+                                   bytesOf(uint16_t{0x7c00}), bytesOf(uint16_t{0xfc00}),
+                                   bytesOf(uint16_t{0x7e00}), bytesOf(uint16_t{0x7bff})};
+      case DType::BFloat16: return {bytesOf(uint16_t{0}), bytesOf(uint16_t{0x8000}),
+                                    bytesOf(uint16_t{0x7f80}), bytesOf(uint16_t{0xff80}),
+                                    bytesOf(uint16_t{0x7fc0}), bytesOf(uint16_t{0x7f7f})};
+      default: return {};
+    }
+  }();
+  for (int64_t i = 0; !special.empty() && i < count; i += 3) {
+    const auto& x = special[static_cast<size_t>((i / 3 + seed % 7) % special.size())];
+    std::memcpy(&v[static_cast<size_t>(i) * es], x.data(), es);
+  }
+  return v;
+}
+
+// The AVX2 build against the baseline one, over every (dtype, op) pair, at lengths around the
+// vector widths and one element past an aligned start: the same bits, so that ranks on CPUs
+// with and without AVX2 hold the same result. A NaN result only has to be a NaN in both:
+// which operand's payload an x86 add keeps follows the operand order the compiler chose.
+TEST(ReduceOps, Avx2BuildGivesTheBaselineBits) {
+  if (hostIsa() != HostIsa::Avx2) GTEST_SKIP() << "this CPU has no AVX2 build to compare";
+  int pairs = 0;
+  for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
+    const DType t = static_cast<DType>(d);
+    const size_t es = elementSize(t);
+    for (RedOp op : kAllOps) {
+      if (!opSupported(t, op)) continue;
+      ++pairs;
+      for (int64_t count : {1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 1000, 1037}) {
+        const auto a = operands(t, count + 1, 11u + d * 31u + count);
+        const auto b = operands(t, count + 1, 97u + d * 17u + count);
+        std::vector<uint8_t> base(a.size()), avx2(a.size());
+        combineFnOf(HostIsa::Baseline, t, op)(base.data() + es, a.data() + es, b.data() + es,
+                                              count);
+        combineFnOf(HostIsa::Avx2, t, op)(avx2.data() + es, a.data() + es, b.data() + es, count);
+        for (int64_t i = 1; i <= count; ++i) {
+          const uint8_t* x = &base[static_cast<size_t>(i) * es];
+          const uint8_t* y = &avx2[static_cast<size_t>(i) * es];
+          if (isNaNAt(t, x) && isNaNAt(t, y)) continue;
+          ASSERT_EQ(0, std::memcmp(x, y, es))
+              << dtypeName(t) << " " << redOpName(op) << ", element " << i - 1 << " of " << count;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(pairs, 4 * 6 + 5 * 9 + 7);
 }
 
 // ---- 16-bit float conversions -------------------------------------------------------------

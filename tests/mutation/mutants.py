@@ -533,4 +533,17 @@ MUTANTS = [
            "PostedAhead.AskingLooks*",
            why="after a post ahead, a peer that has issued the call but not posted it (its "
                "thread is still in an earlier call) sends the call to the worker"),
+    # The AVX2 build of the host reductions (reduce/reduce_table.cc).
+    Mutant("f16c_rounds_toward_zero", "csrc/reduce/reduce_table.cc",
+           "_MM_FROUND_TO_NEAREST_INT));", "_MM_FROUND_TO_ZERO));", "cpp", "ReduceOps.*",
+           why="the AVX2 build's float16 combine truncates where toHalf rounds to nearest even: "
+               "ranks on CPUs with and without AVX2 would differ"),
+    Mutant("avx2_build_never_served", "csrc/reduce/reduce_table.cc",
+           "  return f16c && __builtin_cpu_supports(\"avx2\");", "  return false;", "cpp",
+           "ReduceOps.Avx2BuildServes*",
+           why="the vector build is never served on a CPU that has AVX2 and F16C"),
+    Mutant("cpu_isa_knob_ignored", "csrc/reduce/reduce_table.cc",
+           "  if (asked == \"baseline\") return HostIsa::Baseline;\n", "", "py",
+           "tests/python/test_knobs.py -x -q -k reduction_build",
+           why="TORCH_RING_CPU_ISA=baseline still serves the AVX2 build"),
 ]

@@ -114,3 +114,63 @@ def test_a_malformed_link_price_fails_set_up_by_name():
     assert "TORCH_RING_NET_LINK='10GbE' must be ALPHA_SECONDS,BYTES_PER_SECOND" in \
         results[1]["message"], results[1]
     assert "rank 1 failed to set up" in results[0]["message"], results[0]
+
+
+def _reductions_of_every_float_kind(ctx):
+    # All_reduces whose results show the host reduction's every path: float16 (F16C in the AVX2
+    # build), bfloat16 and float32, SUM, MAX, MIN and PRODUCT, at sizes that take the vector
+    # loop, its tail, and a ring slice; random values with zeros, infinities and NaNs among
+    # them. Returns each result's bytes, keyed by its case.
+    import torch
+    import torch.distributed as dist
+    out = {}
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX, dist.ReduceOp.MIN, dist.ReduceOp.PRODUCT):
+            for n in (7, 1037, 300_000):
+                g = torch.Generator().manual_seed(1000 * ctx.rank + n)
+                t = (torch.randn(n, generator=g) * 4).to(dtype)
+                t[::17] = 0.0
+                t[5::101] = float("inf")
+                t[9::211] = float("nan")
+                dist.all_reduce(t, op=op)
+                bits = t.view(torch.int16 if t.element_size() == 2 else torch.int32)
+                out[f"{dtype} {op} {n}"] = bits.numpy().tobytes()
+    return out
+
+
+def test_the_portable_reduction_gives_the_bits_of_the_default_one(pools):
+    # TORCH_RING_CPU_ISA=baseline serves the portable loops (reduce/reduce_table.h); on a CPU
+    # with AVX2 and F16C the default serves the vector ones. Ranks on CPUs with and without
+    # them must hold the same results, so the two builds must give the same bits. The NaNs
+    # here (NaN inputs, inf - inf, 0 * inf) are the default quiet NaNs, which both builds
+    # round to the same float16 bits, so the comparison is bytewise throughout.
+    portable = pools.get(2, env={"TORCH_RING_CPU_ISA": "baseline"}).run(
+        _reductions_of_every_float_kind)
+    default = pools.get(2).run(_reductions_of_every_float_kind)
+    for rank in range(2):
+        assert portable[rank].keys() == default[rank].keys()
+        for case, bits in default[rank].items():
+            assert portable[rank][case] == bits, f"rank {rank}: {case} differs between the builds"
+    assert portable[0] == portable[1], "the ranks differ"
+
+
+def test_an_unknown_cpu_isa_fails_set_up_by_name():
+    run = run_scenario("setup_failure", 2, timeout_s=120.0,
+                       extra_env={"RING_TEST_BAD_SETTING": "TORCH_RING_CPU_ISA=sse"})
+    results = run.by_rank()
+    assert "TORCH_RING_CPU_ISA='sse' must be auto, baseline or avx2 (any case)" in \
+        results[1]["message"], results[1]
+    assert "rank 1 failed to set up" in results[0]["message"], results[0]
+
+
+def test_the_log_names_the_reduction_build_the_knob_chose():
+    # Where the CPU has AVX2 and F16C (its own /proc/cpuinfo flags), auto serves the vector
+    # build; baseline always serves the portable one. Each rank says which at INFO.
+    flags = open("/proc/cpuinfo").read()
+    vector = " avx2" in flags and " f16c" in flags
+    for knob, build in ((None, "avx2" if vector else "baseline"), ("baseline", "baseline")):
+        env = {"TORCH_RING_CPU_ISA": knob} if knob else {}
+        run = debug_run(env)
+        for text in run.outputs:
+            want = f"host reductions: {build} build (TORCH_RING_CPU_ISA={knob or 'auto'})"
+            assert want in text, text
