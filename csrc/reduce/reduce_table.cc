@@ -71,13 +71,45 @@ __attribute__((target("avx2,f16c"), flatten)) void combineHalfF16c(void* dst, co
   combineRange<DType::Float16, Op>(dst, a, b, i, count);  // the last 0-7, as the baseline
 }
 
-// What the AVX2 build serves for (D, Op).
+// AVG's last step in the AVX2 build, as combineHostAvx2 (the same bits: one division per
+// element, in the type divideRange divides in).
+template <DType D>
+__attribute__((target("avx2,f16c"), flatten)) void divideHostAvx2(void* data, int64_t divisor,
+                                                                   int64_t count) {
+  divideRange<D>(data, divisor, 0, count);
+}
+
+// float16's, through F16C as combineHalfF16c: widened, divided in float by the divisor as a
+// float (divideRange's arithmetic for float16), rounded to nearest even by the CPU.
+__attribute__((target("avx2,f16c"), flatten)) void divideHalfF16c(void* data, int64_t divisor,
+                                                                   int64_t count) {
+  auto* v = static_cast<uint16_t*>(data);
+  const __m256 by = _mm256_set1_ps(static_cast<float>(divisor));
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i));
+    const __m256 q = _mm256_div_ps(_mm256_cvtph_ps(h), by);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(v + i),
+                     _mm256_cvtps_ph(q, _MM_FROUND_TO_NEAREST_INT));
+  }
+  divideRange<DType::Float16>(data, divisor, i, count);  // the last 0-7, as the baseline
+}
+
+// What the AVX2 build serves for (D, Op), and for AVG's division of D.
 template <DType D, RedOp Op>
 constexpr CombineFn avx2Combine() {
   if constexpr (D == DType::Float16) {
     return &combineHalfF16c<Op>;
   } else {
     return &combineHostAvx2<D, Op>;
+  }
+}
+template <DType D>
+constexpr DivideFn avx2Divide() {
+  if constexpr (D == DType::Float16) {
+    return &divideHalfF16c;
+  } else {
+    return &divideHostAvx2<D>;
   }
 }
 #endif
@@ -118,9 +150,9 @@ HostIsa chosenIsa() {
 }
 
 struct Table {
-  // combine[isa]: the baseline build, and the AVX2 one where this CPU has AVX2.
+  // combine[isa], divide[isa]: the baseline build, and the AVX2 one where it is served.
   CombineFn combine[2][kTypes][kOps] = {};
-  DivideFn divide[kTypes] = {};
+  DivideFn divide[2][kTypes] = {};
   ScaleFn scale[kTypes] = {};
   HostIsa best = chosenIsa();
   Table() {
@@ -137,17 +169,25 @@ struct Table {
   combine[0][static_cast<int>(kType)][static_cast<int>(RedOp::OP)] =                      \
       &combineHost<kType, RedOp::OP>;                                                     \
   RING_ADD_AVX2(OP)
+#if RING_COMBINE_AVX2
+#define RING_ADD_AVX2_DIVIDE \
+  if (best == HostIsa::Avx2) divide[1][static_cast<int>(kType)] = avx2Divide<kType>();
+#else
+#define RING_ADD_AVX2_DIVIDE
+#endif
 #define RING_ADD_TYPE(TYPE)                                        \
   {                                                                \
     constexpr DType kType = DType::TYPE;                           \
     RING_FOR_EACH_OP(RING_ADD_OP)                                  \
-    divide[static_cast<int>(kType)] = &divideHost<kType>;          \
+    divide[0][static_cast<int>(kType)] = &divideHost<kType>;       \
+    RING_ADD_AVX2_DIVIDE                                           \
     scale[static_cast<int>(kType)] = &scaleHost<kType>;            \
   }
     RING_FOR_EACH_DTYPE(RING_ADD_TYPE)
 #undef RING_ADD_TYPE
 #undef RING_ADD_OP
 #undef RING_ADD_AVX2
+#undef RING_ADD_AVX2_DIVIDE
   }
 };
 
@@ -168,7 +208,13 @@ CombineFn combineFnOf(HostIsa isa, DType t, RedOp op) {
               "the AVX2 combine asked for on a CPU without AVX2");
   return table().combine[static_cast<int>(isa)][static_cast<int>(t)][static_cast<int>(op)];
 }
-DivideFn divideFn(DType t) { return table().divide[static_cast<int>(t)]; }
+DivideFn divideFn(DType t) { return divideFnOf(hostIsa(), t); }
+
+DivideFn divideFnOf(HostIsa isa, DType t) {
+  RING_ASSERT(isa == HostIsa::Baseline || isa == hostIsa(),
+              "the AVX2 division asked for on a CPU without AVX2");
+  return table().divide[static_cast<int>(isa)][static_cast<int>(t)];
+}
 ScaleFn scaleFn(DType t) { return table().scale[static_cast<int>(t)]; }
 
 }  // namespace ring

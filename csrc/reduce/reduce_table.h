@@ -13,10 +13,11 @@ using CombineFn = void (*)(void* dst, const void* a, const void* b, int64_t coun
 using DivideFn = void (*)(void* data, int64_t divisor, int64_t count);
 using ScaleFn = void (*)(void* out, const void* in, double factor, int64_t count);
 
-// Which build of the combine loops combineFn serves: the baseline one, or the one for AVX2
-// (256-bit vectors, F16C's float16 conversions) where the CPU has AVX2 and F16C (x86-64), as
-// TORCH_RING_CPU_ISA allows. Both give the same bits (a NaN's payload aside): each element is
-// one operation on its own operands, whatever the vector width (reduce_table.cc).
+// Which build of the combine and divide loops combineFn and divideFn serve: the baseline
+// one, or the one for AVX2 (256-bit vectors, F16C's float16 conversions) where the CPU has
+// AVX2 and F16C (x86-64), as TORCH_RING_CPU_ISA allows. Both give the same bits (a NaN's
+// payload aside): each element is one operation on its own operands, whatever the vector
+// width (reduce_table.cc). PREMUL_SUM's scaling has the baseline build only.
 enum class HostIsa : int { Baseline = 0, Avx2 = 1 };
 HostIsa hostIsa();
 
@@ -25,6 +26,8 @@ CombineFn combineFn(DType t, RedOp op);
 // The combine of one build; Avx2 only where hostIsa() is Avx2 (tests and benchmarks).
 CombineFn combineFnOf(HostIsa isa, DType t, RedOp op);
 DivideFn divideFn(DType t);
+// AVG's division of one build, as combineFnOf.
+DivideFn divideFnOf(HostIsa isa, DType t);
 ScaleFn scaleFn(DType t);
 
 }  // namespace ring

@@ -1,7 +1,7 @@
 // The host reduction's speed in each build of its loops (reduce_table.h: the baseline x86-64
-// one and the AVX2 one), dst = a op b over float32, bfloat16 and float16 SUM, in bytes of one operand
-// per second: a buffer in L1 (4 KiB: the small all_reduce's one combine), in L2 (256 KiB: a
-// ring slice), and in memory (64 MiB).
+// one and the AVX2 one), dst = a op b over float32, bfloat16 and float16 SUM, in bytes of one
+// operand per second: a buffer in L1 (4 KiB: the small all_reduce's one combine), in L2
+// (256 KiB: a ring slice), and in memory (64 MiB); then AVG's division, v /= 3, at 256 KiB.
 //
 //   ring_combine_bench [repeats]     # medians of `repeats` timed blocks (default 21)
 //
@@ -72,6 +72,28 @@ int main(int argc, char** argv) {
         std::printf("%-9s %-9zu %10s %12.0f %12.2f\n", ring::dtypeName(t), bytes,
                     isa == ring::HostIsa::Baseline ? "baseline" : "avx2", s * 1e9, bytes / s / 1e9);
       }
+    }
+  }
+  // AVG's last step, v /= 3 in place over 256 KiB: one call per block, each on fresh values
+  // (repeated divisions would reach the subnormals, whose path is the slow one).
+  std::printf("\n%-9s %-9s %10s %12s %12s\n", "divide", "bytes", "build", "ns/divide", "GB/s");
+  for (ring::DType t : {ring::DType::Float32, ring::DType::BFloat16, ring::DType::Float16}) {
+    const size_t bytes = size_t{256} << 10;
+    const int64_t count = static_cast<int64_t>(bytes / ring::elementSize(t));
+    for (ring::HostIsa isa : builds) {
+      const std::vector<char> fresh = values(t, bytes, 0.5f);
+      std::vector<char> v = fresh;
+      std::vector<double> block;
+      for (int r = 0; r < repeats; ++r) {
+        v = fresh;
+        const auto t0 = Clock::now();
+        ring::divideFnOf(isa, t)(v.data(), 3, count);
+        block.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      std::sort(block.begin(), block.end());
+      const double s = block[block.size() / 2];
+      std::printf("%-9s %-9zu %10s %12.0f %12.2f\n", ring::dtypeName(t), bytes,
+                  isa == ring::HostIsa::Baseline ? "baseline" : "avx2", s * 1e9, bytes / s / 1e9);
     }
   }
   return 0;

@@ -238,9 +238,29 @@ TEST(ReduceOps, OpSupportedRefusesMeaninglessPairs) {
   }
 }
 
-template <typename T> std::vector<T> divided(DType t, std::vector<T> v, int64_t divisor) {
-  divideFn(t)(v.data(), divisor, static_cast<int64_t>(v.size()));
-  return v;
+// AVG's division of v by divisor in every build this CPU has, each element repeated to 19
+// elements so that the AVX2 build's 8-wide loop and its tail both see it: every build and
+// every repeat must give the same bits; returns one of them.
+template <typename T> std::vector<T> divided(DType t, const std::vector<T>& v, int64_t divisor) {
+  std::vector<T> first;
+  for (HostIsa isa : buildsHere()) {
+    std::vector<T> out;
+    for (const T& x : v) out.insert(out.end(), 19, x);
+    divideFnOf(isa, t)(out.data(), divisor, static_cast<int64_t>(out.size()));
+    for (size_t i = 0; i < out.size(); ++i) {
+      EXPECT_EQ(0, std::memcmp(&out[i], &out[i / 19 * 19], sizeof(T)))
+          << (isa == HostIsa::Baseline ? "baseline" : "avx2") << ": element " << i;
+    }
+    if (first.empty()) {
+      first = out;
+    } else {
+      EXPECT_EQ(0, std::memcmp(out.data(), first.data(), out.size() * sizeof(T)))
+          << "the avx2 build divides otherwise than the baseline";
+    }
+  }
+  std::vector<T> one;
+  for (size_t i = 0; i < first.size(); i += 19) one.push_back(first[i]);
+  return one;
 }
 
 // AVG's last step. Integer division truncates toward zero (as torch's integer division in
@@ -393,6 +413,31 @@ TEST(ReduceOps, Avx2BuildGivesTheBaselineBits) {
     }
   }
   EXPECT_EQ(pairs, 4 * 6 + 5 * 9 + 7);
+}
+
+// AVG's division likewise, by the divisors of groups of 1 to 1,000 ranks.
+TEST(ReduceOps, Avx2BuildDividesToTheBaselineBits) {
+  if (hostIsa() != HostIsa::Avx2) GTEST_SKIP() << "this CPU has no AVX2 build to compare";
+  for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
+    const DType t = static_cast<DType>(d);
+    if (!opSupported(t, RedOp::Avg)) continue;
+    const size_t es = elementSize(t);
+    for (int64_t divisor : {1, 2, 3, 7, 8, 1000}) {
+      for (int64_t count : {1, 7, 9, 17, 1037}) {
+        const auto v = operands(t, count + 1, 5u + d * 13u + count + divisor);
+        auto base = v, avx2 = v;
+        divideFnOf(HostIsa::Baseline, t)(base.data() + es, divisor, count);
+        divideFnOf(HostIsa::Avx2, t)(avx2.data() + es, divisor, count);
+        for (int64_t i = 1; i <= count; ++i) {
+          const uint8_t* x = &base[static_cast<size_t>(i) * es];
+          const uint8_t* y = &avx2[static_cast<size_t>(i) * es];
+          if (isNaNAt(t, x) && isNaNAt(t, y)) continue;
+          ASSERT_EQ(0, std::memcmp(x, y, es)) << dtypeName(t) << " / " << divisor << ", element "
+                                              << i - 1 << " of " << count;
+        }
+      }
+    }
+  }
 }
 
 // ---- 16-bit float conversions -------------------------------------------------------------

@@ -535,7 +535,8 @@ MUTANTS = [
                "thread is still in an earlier call) sends the call to the worker"),
     # The AVX2 build of the host reductions (reduce/reduce_table.cc).
     Mutant("f16c_rounds_toward_zero", "csrc/reduce/reduce_table.cc",
-           "_MM_FROUND_TO_NEAREST_INT));", "_MM_FROUND_TO_ZERO));", "cpp", "ReduceOps.*",
+           "_mm256_cvtps_ph(_mm256_load_ps(fx), _MM_FROUND_TO_NEAREST_INT));",
+           "_mm256_cvtps_ph(_mm256_load_ps(fx), _MM_FROUND_TO_ZERO));", "cpp", "ReduceOps.*",
            why="the AVX2 build's float16 combine truncates where toHalf rounds to nearest even: "
                "ranks on CPUs with and without AVX2 would differ"),
     Mutant("avx2_build_never_served", "csrc/reduce/reduce_table.cc",
@@ -546,4 +547,8 @@ MUTANTS = [
            "  if (asked == \"baseline\") return HostIsa::Baseline;\n", "", "py",
            "tests/python/test_knobs.py -x -q -k reduction_build",
            why="TORCH_RING_CPU_ISA=baseline still serves the AVX2 build"),
+    Mutant("f16c_divides_by_the_wrong_divisor", "csrc/reduce/reduce_table.cc",
+           "_mm256_set1_ps(static_cast<float>(divisor));",
+           "_mm256_set1_ps(static_cast<float>(divisor + 1));", "cpp", "ReduceOps.*",
+           why="the AVX2 build's float16 AVG divides by n + 1"),
 ]
