@@ -71,6 +71,52 @@ __attribute__((target("avx2,f16c"), flatten)) void combineHalfF16c(void* dst, co
   combineRange<DType::Float16, Op>(dst, a, b, i, count);  // the last 0-7, as the baseline
 }
 
+// bfloat16 in the AVX2 build, eight elements at a time as combineHalfF16c, with toFloat's and
+// toBFloat16's bit operations written for eight lanes (no CPU before AVX-512 BF16 converts
+// bfloat16, and that one flushes subnormals, which toBFloat16 rounds). Why by hand: the
+// compiler's own vectorization of the portable loop ran at 6-7 GB/s in cache against
+// float32's 30-60. The same bits: widening is the same shift, and the narrowing below is
+// toBFloat16's, NaN rule included.
+__attribute__((target("avx2"))) inline __m256 widenBf16x8(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+__attribute__((target("avx2"))) inline void narrowBf16x8(__m256 f, uint16_t* p) {
+  const __m256i u = _mm256_castps_si256(f);
+  // NaN (toBFloat16): the top half with the quiet bit set.
+  const __m256i magnitude = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+  const __m256i isNaN = _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(0x7f800000));
+  const __m256i nanBits = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+  // Otherwise to nearest, ties to even, on the 16 bits that are dropped.
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i bias = _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb);
+  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, bias), 16);
+  const __m256i bits = _mm256_blendv_epi8(rounded, nanBits, isNaN);
+  // Eight 32-bit lanes, each below 0x10000, to eight 16-bit ones in order: the pack works
+  // within each 128-bit half, the permute puts the halves' results side by side.
+  const __m256i packed = _mm256_packus_epi32(bits, bits);
+  const __m256i ordered = _mm256_permute4x64_epi64(packed, 0x08);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(ordered));
+}
+
+template <RedOp Op>
+__attribute__((target("avx2"), flatten)) void combineBf16Avx2(void* dst, const void* a,
+                                                              const void* b, int64_t count) {
+  const auto* x = static_cast<const uint16_t*>(a);
+  const auto* y = static_cast<const uint16_t*>(b);
+  auto* out = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    alignas(32) float fx[8], fy[8];  // both read before the write: dst may be a or b
+    _mm256_store_ps(fx, widenBf16x8(x + i));
+    _mm256_store_ps(fy, widenBf16x8(y + i));
+    for (int k = 0; k < 8; ++k) fx[k] = Combine<DType::Float32, Op>::apply(fx[k], fy[k]);
+    narrowBf16x8(_mm256_load_ps(fx), out + i);
+  }
+  combineRange<DType::BFloat16, Op>(dst, a, b, i, count);  // the last 0-7, as the baseline
+}
+
 // AVG's last step in the AVX2 build, as combineHostAvx2 (the same bits: one division per
 // element, in the type divideRange divides in).
 template <DType D>
@@ -100,6 +146,8 @@ template <DType D, RedOp Op>
 constexpr CombineFn avx2Combine() {
   if constexpr (D == DType::Float16) {
     return &combineHalfF16c<Op>;
+  } else if constexpr (D == DType::BFloat16) {
+    return &combineBf16Avx2<Op>;
   } else {
     return &combineHostAvx2<D, Op>;
   }

@@ -551,4 +551,9 @@ MUTANTS = [
            "_mm256_set1_ps(static_cast<float>(divisor));",
            "_mm256_set1_ps(static_cast<float>(divisor + 1));", "cpp", "ReduceOps.*",
            why="the AVX2 build's float16 AVG divides by n + 1"),
+    Mutant("bf16_avx2_rounds_ties_up", "csrc/reduce/reduce_table.cc",
+           "_mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb);",
+           "_mm256_add_epi32(_mm256_set1_epi32(0x8000), _mm256_setzero_si256());", "cpp",
+           "ReduceOps.*",
+           why="the AVX2 build's bfloat16 rounds ties up, where toBFloat16 rounds them to even"),
 ]
