@@ -216,6 +216,41 @@ def test_leaders_plans_on_unequal_hosts_by_hand():
         flat_gather(6000, 3, [3, 1], intra, inter)
 
 
+def test_two_level_all_reduce_on_unequal_hosts_by_hand():
+    # csrc/executor/hier_all_reduce.cc on hosts of 2 and 1 ranks, 1200 B: host 0 cuts the
+    # buffer at 600 B, host 1 not at all, so two segments of 600 B, both owned by host 1's one
+    # rank, the first by host 0's chunk-0 rank, the second by its chunk-1 rank. Shared memory
+    # 1 us + 1 GB/s, network 1 ms + 1 MB/s shared by the widest host's 2 ranks.
+    intra, inter = (1e-6, 1e9), (1e-3, 1e6)
+    half = 1e-6 + 600 / 1e9                   # host 0's reduce half: 1 step of 600 B
+    net = lambda b: 1e-3 + b / (1e6 / 2)
+    first = half + net(600)                   # host 1's rank waits for host 0's half
+    second = first + net(600)                 # ... and does the second segment after it
+    assert hier_direct(1200, 2, [2, 1], intra, inter) == pytest.approx(second + half)
+    # Recursive doubling of 2 hosts is one exchange of the segment; the ring two steps of half.
+    assert hier_rd(1200, 2, [2, 1], intra, inter) == pytest.approx(
+        half + 2 * net(600) + half)
+    assert hier_ring(1200, 2, [2, 1], intra, inter) == pytest.approx(
+        half + 2 * 2 * net(300) + half)
+    # 3+1+2 at 6000 B: host 0 cuts at 2000 and 4000, host 2 at 3000: four segments (2000,
+    # 1000, 1000, 2000), all through host 1's rank, one after another; the direct round sends
+    # each segment to the 2 other hosts, at a third of the link (the widest host's 3 ranks).
+    net3 = lambda b: 1e-3 + b / (1e6 / 3)
+    half0, half2 = 2 * (1e-6 + 2000 / 1e9), 1e-6 + 3000 / 1e9
+    chain = sum(net3(2 * b) for b in (2000, 1000, 1000, 2000))
+    # The last segment's owner on host 0 and on host 2 then gather; host 0's half is longer.
+    assert hier_direct(6000, 3, [3, 1, 2], intra, inter) == pytest.approx(
+        max(half0, half2) + chain + half0)
+    # A list of equal counts is the equal-hosts plan; the flat ring counts every rank.
+    for plan in (hier_ring, hier_rd, hier_direct, hier_radix):
+        assert plan(6000, 3, [2, 2, 2], intra, inter) == pytest.approx(
+            plan(6000, 3, 2, intra, inter))
+    assert flat_ring(6000, 3, [3, 1, 2], intra, inter) == flat_ring(6000, 3, 2, intra, inter)
+    # auto prices with the widest host (ring_costs.h's RingShape) and keeps its byte rules.
+    assert auto_plan(4096, 3, [3, 1, 2]) == "hier-direct"
+    assert auto_plan(64 * MiB, 3, [3, 1, 2]) == auto_plan(64 * MiB, 3, 3)
+
+
 def test_compare_prices_the_plan_each_job_ran():
     run = {"hosts": 4, "nproc": 2, "jobs": {
         "auto": [[{"collective": "all_gather", "bytes": 4096, "time_us": 2000.0},
@@ -232,13 +267,15 @@ def test_compare_prices_the_plan_each_job_ran():
     assert rows[("auto", "all_reduce", 1 << 20)][0] == "flat"
     assert rows[("hier_rd", "all_gather", 1 << 20)][0] == "hier-ring"  # rd is all_reduce's
     # Hosts of unequal size (hosts_bench.py --nproc 3,1,2 writes the list): the leaders'
-    # plans; an all_reduce there is not modelled, so it has no row.
+    # plans for all_gather, the segments for all_reduce (four of them, one after another).
     run = {"hosts": 3, "nproc": [3, 1, 2], "jobs": {
         "auto": [[{"collective": "all_gather", "bytes": 6000, "time_us": 2000.0},
                   {"bytes": 6000, "time_us": 3000.0}]]}}
     rows = compare([run], (1.0, 1e30), (10.0, 1e30))
     assert rows == [("3+1+2", "auto", "all_gather", "hier-direct", 6000, 2e-3,
-                     2 * 1.0 + 10.0 + 2 * 1.0)]
+                     2 * 1.0 + 10.0 + 2 * 1.0),
+                    ("3+1+2", "auto", "all_reduce", "hier-direct", 6000, 3e-3,
+                     2 * 1.0 + 4 * 10.0 + 2 * 1.0)]
 
 
 def test_the_command_prints_a_table():
@@ -255,7 +292,7 @@ def test_the_command_prints_a_table():
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "hier-rd" not in lines[0] and "hier-direct" in lines[1], done.stdout
-    # One count per host: the leaders' plans on hosts of unequal size (all_reduce refuses).
+    # One count per host: the plans on hosts of unequal size, every collective.
     unequal = [sys.executable, "-m", "torch_ring_backend.bench.model", "--sizes", "4K",
                "--ranks-per-host", "3,1,2"]
     done = subprocess.run(unequal + ["--collective", "reduce_scatter"], capture_output=True,
@@ -265,4 +302,6 @@ def test_the_command_prints_a_table():
     assert len(lines) == 2 and lines[1].split()[:3] == ["4096", "3", "6"], done.stdout
     done = subprocess.run(unequal, capture_output=True, text=True, timeout=60,
                           env=dict(os.environ, PYTHONPATH=ROOT))
-    assert done.returncode != 0 and "not modelled" in done.stderr, done.stderr
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "hier-rd (ms)" in lines[0] and lines[1].split()[:3] == ["4096", "3", "6"], done.stdout

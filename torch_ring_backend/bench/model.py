@@ -33,6 +33,10 @@ hosts while R flows share each host's network link gets beta / R. The plans:
             its shard to its peer on every other host at once (one latency, H-1 shards
             through the link).
 
+On hosts of unequal size (--ranks-per-host 3,1,2) the two-level all_reduce cuts the buffer at
+every host's chunk edges, and each segment's owners, one per host, all-reduce it between hosts;
+the one-rank host of 3+1+2 owns every segment and takes them one after another (_segmented).
+
 all_gather and reduce_scatter (--collective) have flat, hier-ring and hier-direct: on hosts of
 equal size by local index, on hosts of unequal size (--ranks-per-host 3,1,2) through one rank
 per host on blocks padded to the widest host W: a ring all_gather inside each host (for
@@ -70,7 +74,7 @@ def flat_ring(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER, s
     """Seconds for the ring over every rank: the first pipeline loop as a chain of 2(n-1) hops
     (hosts/n of them over the network), then each further loop at 2(n-1) slices through the
     slowest link; and never less than the slowest link's bytes (2(n-1)/n of the message)."""
-    n = hosts * per_host
+    n = sum(_counts(hosts, per_host)[0])
     return _ring_chain(2 * (n - 1), size / n, hosts, n, intra, inter, slot)
 
 
@@ -104,27 +108,72 @@ def _intra_phases(size, per_host, intra, slot=DEFAULT_SLOT):
     return _pipelined(2 * (per_host - 1), size / per_host, intra, 1, slot) if per_host > 1 else 0.0
 
 
+def _between(plan, shard, size, hosts, sharing, inter, slot=DEFAULT_SLOT, max_radix=None):
+    # One shard's all-reduce between hosts under `plan`, each host's link shared by `sharing`
+    # flows. `size` is the whole message (auto's rounds are bounded by it).
+    if plan == "hier-ring":
+        return _pipelined(2 * (hosts - 1), shard / hosts, inter, sharing, slot)
+    if plan == "hier-rd":
+        power = 1 << (hosts.bit_length() - 1)
+        steps = int(math.log2(power)) + (2 if power != hosts else 0)
+        return steps * _step(shard, inter, sharing=sharing)
+    if plan == "hier-radix":
+        radices, folded = radix_schedule(hosts, max_radix or auto_radix(size, hosts))
+        rounds = sum(_step(shard * (r - 1), inter, sharing=sharing) for r in radices)
+        return rounds + (2 * _step(shard, inter, sharing=sharing) if folded else 0.0)
+    if plan == "hier-direct":
+        return _step(shard * (hosts - 1), inter, sharing=sharing)
+    raise ValueError(f"no plan between hosts named {plan!r}")
+
+
+def _two_levels(plan, size, hosts, per_host, intra, inter, slot=DEFAULT_SLOT, max_radix=None):
+    # Shared memory inside each host around `plan` between hosts. On hosts of equal size every
+    # rank all-reduces its shard S/L between hosts at once; on hosts of unequal size, _segmented.
+    counts, unequal = _counts(hosts, per_host)
+    if unequal:
+        return _segmented(plan, size, counts, intra, inter, slot, max_radix)
+    per_host = counts[0]
+    inner = _intra_phases(size, per_host, intra, slot)
+    if hosts == 1:
+        return inner
+    return inner + _between(plan, size / per_host, size, hosts, per_host, inter, slot, max_radix)
+
+
+def _segmented(plan, size, counts, intra, inter, slot=DEFAULT_SLOT, max_radix=None):
+    """Seconds for the two-level all_reduce on hosts of unequal size
+    (csrc/executor/hier_all_reduce.cc, schedule/host_layout.h): each host reduce-scatters its
+    chunks (L_h - 1 steps of S/L_h); the buffer is cut at every host's chunk edges, and each
+    segment is all-reduced between hosts by its owners, one per host, each owner taking its
+    segments in increasing order once its own host's half is done; then each host
+    all-gathers. A segment starts when the last of its owners is free, so the time is the
+    longest chain through the segments: on 3+1+2 hosts the one-rank host owns every segment
+    and does them one after another. Each host's link is priced as shared by the widest
+    host's ranks (the most flows that can cross one host's link at once)."""
+    from fractions import Fraction
+    hosts, sharing = len(counts), max(counts)
+    half = [_pipelined(c - 1, size / c, intra, 1, slot) if c > 1 else 0.0 for c in counts]
+    free = {(h, j): half[h] for h, c in enumerate(counts) for j in range(c)}
+    edges = sorted({Fraction(size) * j / c for c in counts for j in range(c + 1)})
+    for lo, hi in zip(edges, edges[1:]):
+        # The chunk of each host that holds the segment: its owner there.
+        owners = [(h, min(int((lo + hi) / 2 * c / size), c - 1)) for h, c in enumerate(counts)]
+        done = max(free[o] for o in owners) + _between(plan, float(hi - lo), size, hosts,
+                                                        sharing, inter, slot, max_radix)
+        for o in owners:
+            free[o] = done
+    return max(free[(h, j)] + half[h] for h, c in enumerate(counts) for j in range(c))
+
+
 def hier_ring(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER, slot=DEFAULT_SLOT):
     """Seconds for shared memory inside each host and one ring per local rank between hosts
     (each ring in slot-sized pieces, as the flat ring: on one host the two are the same plan
     and cost the same)."""
-    inner = _intra_phases(size, per_host, intra, slot)
-    if hosts == 1:
-        return inner
-    shard = size / per_host
-    # The per_host rings of a host send at once: each gets 1/per_host of the network link.
-    return inner + _pipelined(2 * (hosts - 1), shard / hosts, inter, per_host, slot)
+    return _two_levels("hier-ring", size, hosts, per_host, intra, inter, slot)
 
 
 def hier_rd(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER):
     """Seconds for shared memory inside each host and recursive doubling between hosts."""
-    inner = _intra_phases(size, per_host, intra)
-    if hosts == 1:
-        return inner
-    shard = size / per_host
-    power = 1 << (hosts.bit_length() - 1)
-    steps = int(math.log2(power)) + (2 if power != hosts else 0)
-    return inner + steps * _step(shard, inter, sharing=per_host)
+    return _two_levels("hier-rd", size, hosts, per_host, intra, inter)
 
 
 def radix_schedule(members, max_radix):
@@ -168,22 +217,12 @@ def auto_radix(size, hosts):
 def hier_radix(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER, max_radix=None):
     """Seconds for shared memory inside each host and rounds of up to max_radix hosts between
     hosts (auto's bound for `size` when None)."""
-    inner = _intra_phases(size, per_host, intra)
-    if hosts == 1:
-        return inner
-    shard = size / per_host
-    radices, folded = radix_schedule(hosts, max_radix or auto_radix(size, hosts))
-    rounds = sum(_step(shard * (r - 1), inter, sharing=per_host) for r in radices)
-    return inner + rounds + (2 * _step(shard, inter, sharing=per_host) if folded else 0.0)
+    return _two_levels("hier-radix", size, hosts, per_host, intra, inter, max_radix=max_radix)
 
 
 def hier_direct(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER):
     """Seconds for shared memory inside each host and one direct round between hosts."""
-    inner = _intra_phases(size, per_host, intra)
-    if hosts == 1:
-        return inner
-    shard = size / per_host
-    return inner + _step(shard * (hosts - 1), inter, sharing=per_host)
+    return _two_levels("hier-direct", size, hosts, per_host, intra, inter)
 
 
 # Ties name the plan listed first: hier-radix's schedule may be hier-rd's or hier-direct's.
@@ -355,7 +394,9 @@ def auto_plan(size, hosts, per_host=1, collective="all_reduce", intra=DEFAULT_IN
         # while it sends at most the budget (W parts to each of H-1 hosts), else the flat ring.
         part = size / sum(counts)
         return "hier-direct" if part * max(counts) * (hosts - 1) <= AUTO_DIRECT_BYTES else "flat"
-    per_host = counts[0]
+    # Hosts of unequal size: auto prices the rings with the widest host (ring_costs.h's
+    # RingShape), its byte thresholds are the same.
+    per_host = max(counts)
     if collective != "all_reduce" and size / (hosts * per_host) * (hosts - 1) <= AUTO_DIRECT_BYTES:
         return "hier-direct"
     if collective != "all_reduce":
@@ -397,8 +438,6 @@ def compare(runs, intra, inter):
             keys = sorted({(r.get("collective", "all_reduce"), r["bytes"])
                            for job in jobs for r in job})
             for collective, size in keys:
-                if collective == "all_reduce" and _counts(hosts, per_host)[1]:
-                    continue  # all_reduce on hosts of unequal size is not modelled
                 measured = statistics.median(
                     r["time_us"] * 1e-6 for job in jobs for r in job
                     if (r.get("collective", "all_reduce"), r["bytes"]) == (collective, size))
@@ -423,8 +462,8 @@ def main(argv=None):
                                 description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="4K,1M,64M", help="message sizes (default 4K,1M,64M)")
     p.add_argument("--ranks-per-host", default="8",
-                   help="L (default 8), or one count per host (3,1,2: hosts of unequal size, "
-                        "all_gather and reduce_scatter only; --hosts is then their number)")
+                   help="L (default 8), or one count per host (3,1,2: hosts of unequal "
+                        "size; --hosts is then ignored)")
     p.add_argument("--hosts", default="1,2,4,16,128", help="host counts (default 1,2,4,16,128)")
     p.add_argument("--intra", type=_link, default=DEFAULT_INTRA,
                    help="shared-memory step: alpha seconds,beta bytes/s (default 2e-6,10e9)")
@@ -453,9 +492,6 @@ def main(argv=None):
     counts = [int(c) for c in a.ranks_per_host.split(",")]
     if len(counts) == 1:
         shapes = [(int(h), counts[0]) for h in a.hosts.split(",")]
-    elif a.collective == "all_reduce":
-        p.error("--ranks-per-host with one count per host: all_gather or reduce_scatter only "
-                "(all_reduce on hosts of unequal size is not modelled)")
     else:
         shapes = [(len(counts), counts)]
     plans = PLANS_OF[a.collective]
