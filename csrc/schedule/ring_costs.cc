@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace ring {
 namespace {
@@ -38,7 +39,54 @@ double pipelinedSeconds(const RingShape& s, int hops, double chunk, const LinkCo
   return loops * hops * stepSeconds(piece, link, sharing);
 }
 
+// One segment of `bytes` all-reduced between the hosts by its owners, each host's link shared
+// by `sharing` flows (the model's _between).
+double betweenSeconds(const RingShape& s, const BetweenHosts& b, double bytes, int sharing) {
+  const int h = s.hosts;
+  switch (b.kind) {
+    case BetweenHosts::Kind::Ring:
+      return pipelinedSeconds(s, 2 * (h - 1), bytes / h, s.net, sharing);
+    case BetweenHosts::Kind::Direct:
+      return stepSeconds(bytes * (h - 1), s.net, sharing);
+    case BetweenHosts::Kind::Rounds: {
+      double t = 0;
+      for (int radix : b.rounds->radices) t += stepSeconds(bytes * (radix - 1), s.net, sharing);
+      if (b.rounds->folded() > 0) t += 2 * stepSeconds(bytes, s.net, sharing);
+      return t;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
+
+double segmentedAllReduceSeconds(const RingShape& s, const HostLayout& layout, double bytes,
+                                 const BetweenHosts& between) {
+  // Each host's half inside it: L_h - 1 steps of S / L_h (reduce, then again gather).
+  std::vector<double> half(static_cast<size_t>(layout.hosts()), 0.0);
+  for (int h = 0; h < layout.hosts(); ++h) {
+    const int l = static_cast<int>(layout.members[static_cast<size_t>(h)].size());
+    if (l > 1) half[static_cast<size_t>(h)] = pipelinedSeconds(s, l - 1, bytes / l, s.shm, 1);
+  }
+  // When each rank is free for its next segment: after its host's reduce half at first.
+  std::vector<double> freeAt(layout.hostOf.size());
+  for (size_t r = 0; r < freeAt.size(); ++r) {
+    freeAt[r] = half[static_cast<size_t>(layout.hostOf[r])];
+  }
+  // Segments of bytes (a buffer of one-byte elements), in the order every owner takes them.
+  for (const HostSegment& seg : hostSegments(layout, std::llround(bytes))) {
+    double start = 0;
+    for (int o : seg.owners) start = std::max(start, freeAt[static_cast<size_t>(o)]);
+    const double done = start + betweenSeconds(s, between, static_cast<double>(seg.range.count),
+                                               s.ranksPerHost);
+    for (int o : seg.owners) freeAt[static_cast<size_t>(o)] = done;
+  }
+  double end = 0;
+  for (size_t r = 0; r < freeAt.size(); ++r) {
+    end = std::max(end, freeAt[r] + half[static_cast<size_t>(layout.hostOf[r])]);
+  }
+  return end;
+}
 
 double flatAllReduceSeconds(const RingShape& s, double bytes) {
   const int n = s.hosts * s.ranksPerHost;

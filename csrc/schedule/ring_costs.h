@@ -28,6 +28,9 @@
 
 #include <cstdint>
 
+#include "schedule/host_layout.h"
+#include "schedule/radix_schedule.h"
+
 namespace ring {
 
 struct LinkCost {
@@ -50,6 +53,25 @@ struct RingShape {
 // `bytes`: the all_reduce's message; the all_gather's whole output / reduce_scatter's input.
 double flatAllReduceSeconds(const RingShape& s, double bytes);
 double twoLevelAllReduceSeconds(const RingShape& s, double bytes);
+
+// How the owners of a segment all-reduce it between the hosts: a ring, rounds (`rounds`), or
+// one direct round.
+struct BetweenHosts {
+  enum class Kind { Ring, Rounds, Direct } kind = Kind::Ring;
+  const RadixSchedule* rounds = nullptr;  // for Rounds
+};
+
+// The two-level all_reduce on hosts of unequal size (executor/hier_all_reduce.h, the model's
+// _segmented): each host's reduce half (L_h - 1 steps of S/L_h); then the segments of
+// hostSegments(layout), each all-reduced between the hosts by its owners, each owner taking
+// its segments in order once its host's half is done, a segment starting when its last owner
+// is free; then each host's gather half. The time is the longest chain through the
+// segments: a host of one rank owns every segment and takes them one after another, paying
+// the network's latency once per segment. Each host's link is shared by s.ranksPerHost
+// flows (the widest host's ranks). On hosts of equal size this is twoLevelAllReduceSeconds
+// with the plan between hosts.
+double segmentedAllReduceSeconds(const RingShape& s, const HostLayout& layout, double bytes,
+                                 const BetweenHosts& between);
 double flatAllGatherSeconds(const RingShape& s, double bytes);
 double twoLevelAllGatherSeconds(const RingShape& s, double bytes);
 

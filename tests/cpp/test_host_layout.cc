@@ -341,6 +341,51 @@ TEST(PlanChoice, LargeMessagesTakeTheCheaperRingByItsPrice) {
   EXPECT_EQ(chooseAllReduce(byDefault, sixteen, 64 << 20), Algorithm::Ring);
 }
 
+// Hosts of unequal size: the two-level plans' chain through the segments, worked by hand as in
+// tests/python/test_scale_model.py (test_two_level_all_reduce_on_unequal_hosts_by_hand).
+// Hosts of 2 and 1 ranks, 1200 B; shared memory 1 us + 1 GB/s, network 1 ms + 1 MB/s shared
+// by the widest host's 2 ranks. Host 0 cuts at 600 B: two segments, both through host 1's
+// rank. Its reduce half is one step of 600 B (1.6 us); each segment's direct round is
+// 1 ms + 600 B at 0.5 MB/s = 2.2 ms; the second starts when the first ends.
+TEST(PlanChoice, UnequalHostsPayTheChainThroughTheSegments) {
+  const HostLayout twoAndOne = layoutFromGroups({0, 0, 2});
+  RingShape shape;
+  shape.hosts = 2;
+  shape.ranksPerHost = 2;
+  shape.shm = LinkCost{1e-6, 1e9};
+  shape.net = LinkCost{1e-3, 1e6};
+  const double half = 1e-6 + 600 / 1e9, segment = 1e-3 + 600 / 0.5e6;
+  const BetweenHosts direct{BetweenHosts::Kind::Direct, nullptr};
+  EXPECT_NEAR(segmentedAllReduceSeconds(shape, twoAndOne, 1200, direct),
+              half + 2 * segment + half, 1e-15);
+  // The ring between 2 hosts: two steps of half the segment each, per segment.
+  EXPECT_NEAR(segmentedAllReduceSeconds(shape, twoAndOne, 1200, BetweenHosts{}),
+              half + 2 * 2 * (1e-3 + 300 / 0.5e6) + half, 1e-15);
+  // On hosts of equal size it is the equal-hosts price.
+  const HostLayout twoAndTwo = layoutFromGroups({0, 0, 2, 2});
+  for (double bytes : {1200.0, 4e6}) {
+    EXPECT_NEAR(segmentedAllReduceSeconds(shape, twoAndTwo, bytes, BetweenHosts{}),
+                twoLevelAllReduceSeconds(shape, bytes), 1e-15);
+  }
+
+  // auto on hosts of 3, 1 and 2 ranks (docs/scale.md measured recursive doubling at 11-13 ms
+  // where the flat ring took 7): the direct round within its budget, then the cheapest; at
+  // the default links the flat ring (64 KiB: flat 0.19 ms, the segments' ring 0.63, recursive
+  // doubling 0.79, the model's auto_plan), and two levels where shared memory is the slow
+  // link (1 ms + 100 MB/s against 1 us + 10 GB/s: flat 11.5 ms, ring 4.9 ms).
+  const HostLayout threeOneTwo = layoutFromGroups({0, 0, 0, 3, 4, 4});
+  PlanSettings s;
+  EXPECT_EQ(chooseAllReduce(s, threeOneTwo, 4096), Algorithm::HierDirect);
+  EXPECT_EQ(chooseAllReduce(s, threeOneTwo, 65536), Algorithm::Ring);
+  EXPECT_EQ(chooseAllReduce(s, threeOneTwo, 1 << 20), Algorithm::Ring);
+  s.shmLink = LinkCost{1e-3, 1e8};
+  s.netLink = LinkCost{1e-6, 1e10};
+  EXPECT_EQ(chooseAllReduce(s, threeOneTwo, 65536), Algorithm::HierRing);
+  // A knob still forces a plan.
+  s.algo = AlgoKnob::HierRd;
+  EXPECT_EQ(chooseAllReduce(s, threeOneTwo, 65536), Algorithm::HierRd);
+}
+
 TEST(PlanChoice, LinkCostsParseOrNameTheKnob) {
   const LinkCost c = parseLinkCost("25e-6,1.25e9", "TORCH_RING_NET_LINK", kDefaultShmLink);
   EXPECT_DOUBLE_EQ(c.alphaSeconds, 25e-6);

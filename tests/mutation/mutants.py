@@ -556,4 +556,15 @@ MUTANTS = [
            "_mm256_add_epi32(_mm256_set1_epi32(0x8000), _mm256_setzero_si256());", "cpp",
            "ReduceOps.*",
            why="the AVX2 build's bfloat16 rounds ties up, where toBFloat16 rounds them to even"),
+    # auto's all_reduce on hosts of unequal size (plan_choice.cc, ring_costs.cc).
+    Mutant("unequal_hosts_priced_as_equal", "csrc/executor/plan_choice.cc",
+           "  if (layout.ranksPerHost() == 0) return cheapestOnUnequalHosts(s, layout, bytes);\n",
+           "", "cpp", "PlanChoice.*",
+           why="auto on hosts of unequal size takes recursive doubling by its byte rule, "
+               "1.6-1.9x the flat ring's time on 3+1+2 hosts"),
+    Mutant("segments_priced_in_parallel", "csrc/schedule/ring_costs.cc",
+           "    for (int o : seg.owners) start = std::max(start, freeAt[static_cast<size_t>(o)]);",
+           "    start = freeAt[static_cast<size_t>(seg.owners[0])];", "cpp", "PlanChoice.*",
+           why="a segment is priced as starting when its first host's owner is free, not its "
+               "last: the lone rank's segments would overlap"),
 ]

@@ -246,9 +246,15 @@ def test_two_level_all_reduce_on_unequal_hosts_by_hand():
         assert plan(6000, 3, [2, 2, 2], intra, inter) == pytest.approx(
             plan(6000, 3, 2, intra, inter))
     assert flat_ring(6000, 3, [3, 1, 2], intra, inter) == flat_ring(6000, 3, 2, intra, inter)
-    # auto prices with the widest host (ring_costs.h's RingShape) and keeps its byte rules.
+    # auto (plan_choice.cc, cheapestOnUnequalHosts): the direct round within its budget, then
+    # the cheapest of the flat ring and the two-level plans' chains (tests/cpp/
+    # test_host_layout.cc works the same cases): the flat ring at the default links, two
+    # levels with a ring where shared memory is the slow link.
     assert auto_plan(4096, 3, [3, 1, 2]) == "hier-direct"
-    assert auto_plan(64 * MiB, 3, [3, 1, 2]) == auto_plan(64 * MiB, 3, 3)
+    assert auto_plan(64 * KiB, 3, [3, 1, 2]) == "flat"
+    assert auto_plan(MiB, 3, [3, 1, 2]) == "flat"
+    assert auto_plan(64 * KiB, 3, [3, 1, 2], intra=(1e-3, 1e8), inter=(1e-6, 1e10)) == \
+        "hier-ring"
 
 
 def test_compare_prices_the_plan_each_job_ran():

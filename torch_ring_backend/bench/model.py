@@ -407,6 +407,20 @@ def auto_plan(size, hosts, per_host=1, collective="all_reduce", intra=DEFAULT_IN
         return "flat" if flat < two_levels else "hier-ring"
     if size * (hosts - 1) <= AUTO_DIRECT_BYTES:
         return "hier-direct"
+    if unequal:
+        # plan_choice.cc, cheapestOnUnequalHosts: the flat ring (priced as on hosts of the
+        # widest size) only where strictly cheaper than the segments' chain of two levels with
+        # a ring, the rounds (up to the rounds' limit) where they cost no more than the best.
+        best, plan = flat_ring(size, hosts, per_host, intra, inter, slot), "flat"
+        ring = _segmented("hier-ring", size, counts, intra, inter, slot)
+        if ring <= best:
+            best, plan = ring, "hier-ring"
+        if size <= AUTO_RD_BYTES:
+            radices, _ = radix_schedule(hosts, auto_radix(size, hosts))
+            rounds = "hier-rd" if all(r == 2 for r in radices) else "hier-radix"
+            if _segmented(rounds, size, counts, intra, inter, slot) <= best:
+                plan = rounds
+        return plan
     if size > AUTO_RD_BYTES:
         flat = flat_ring(size, hosts, per_host, intra, inter, slot)
         return "flat" if flat < hier_ring(size, hosts, per_host, intra, inter, slot) else "hier-ring"
