@@ -49,29 +49,15 @@ __attribute__((target("avx2,f16c"), flatten)) void combineHostAvx2(void* dst, co
 // functor computes in float as Combine<Float16> does, and the hardware rounds to nearest even
 // as toHalf does; only a NaN's payload may differ (toHalf makes every NaN 0x7e00 with its
 // sign, the CPU keeps the top of the payload), and a NaN stays a NaN.
-template <RedOp Op>
-__attribute__((target("avx2,f16c"), flatten)) void combineHalfF16c(void* dst, const void* a,
-                                                                    const void* b,
-                                                                    int64_t count) {
-  const auto* x = static_cast<const uint16_t*>(a);
-  const auto* y = static_cast<const uint16_t*>(b);
-  auto* out = static_cast<uint16_t*>(dst);
-  int64_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    // Both operands are read before the result is written: dst may be a or b.
-    alignas(32) float fx[8], fy[8];
-    const __m128i hx = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i));
-    const __m128i hy = _mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i));
-    _mm256_store_ps(fx, _mm256_cvtph_ps(hx));
-    _mm256_store_ps(fy, _mm256_cvtph_ps(hy));
-    for (int k = 0; k < 8; ++k) fx[k] = Combine<DType::Float32, Op>::apply(fx[k], fy[k]);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
-                     _mm256_cvtps_ph(_mm256_load_ps(fx), _MM_FROUND_TO_NEAREST_INT));
-  }
-  combineRange<DType::Float16, Op>(dst, a, b, i, count);  // the last 0-7, as the baseline
+__attribute__((target("avx2,f16c"))) inline __m256 widenHalfx8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// bfloat16 in the AVX2 build, eight elements at a time as combineHalfF16c, with toFloat's and
+__attribute__((target("avx2,f16c"))) inline void narrowHalfx8(__m256 f, uint16_t* p) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
+}
+
+// bfloat16 in the AVX2 build, eight lanes at a time as float16's, with toFloat's and
 // toBFloat16's bit operations written for eight lanes (no CPU before AVX-512 BF16 converts
 // bfloat16, and that one flushes subnormals, which toBFloat16 rounds). Why by hand: the
 // compiler's own vectorization of the portable loop ran at 6-7 GB/s in cache against
@@ -100,21 +86,31 @@ __attribute__((target("avx2"))) inline void narrowBf16x8(__m256 f, uint16_t* p) 
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(ordered));
 }
 
-template <RedOp Op>
-__attribute__((target("avx2"), flatten)) void combineBf16Avx2(void* dst, const void* a,
-                                                              const void* b, int64_t count) {
+// The float16 and bfloat16 loop of the AVX2 build: eight elements at a time widened to float,
+// combined by the float32 functor (the arithmetic Combine<D> does in float), narrowed back;
+// the last 0-7 as the baseline does them.
+template <DType D, RedOp Op>
+__attribute__((target("avx2,f16c"), flatten)) void combineSixteenBitAvx2(void* dst,
+                                                                          const void* a,
+                                                                          const void* b,
+                                                                          int64_t count) {
+  constexpr bool kHalf = D == DType::Float16;
   const auto* x = static_cast<const uint16_t*>(a);
   const auto* y = static_cast<const uint16_t*>(b);
   auto* out = static_cast<uint16_t*>(dst);
   int64_t i = 0;
   for (; i + 8 <= count; i += 8) {
     alignas(32) float fx[8], fy[8];  // both read before the write: dst may be a or b
-    _mm256_store_ps(fx, widenBf16x8(x + i));
-    _mm256_store_ps(fy, widenBf16x8(y + i));
+    _mm256_store_ps(fx, kHalf ? widenHalfx8(x + i) : widenBf16x8(x + i));
+    _mm256_store_ps(fy, kHalf ? widenHalfx8(y + i) : widenBf16x8(y + i));
     for (int k = 0; k < 8; ++k) fx[k] = Combine<DType::Float32, Op>::apply(fx[k], fy[k]);
-    narrowBf16x8(_mm256_load_ps(fx), out + i);
+    if (kHalf) {
+      narrowHalfx8(_mm256_load_ps(fx), out + i);
+    } else {
+      narrowBf16x8(_mm256_load_ps(fx), out + i);
+    }
   }
-  combineRange<DType::BFloat16, Op>(dst, a, b, i, count);  // the last 0-7, as the baseline
+  combineRange<D, Op>(dst, a, b, i, count);
 }
 
 // AVG's last step in the AVX2 build, as combineHostAvx2 (the same bits: one division per
@@ -125,7 +121,7 @@ __attribute__((target("avx2,f16c"), flatten)) void divideHostAvx2(void* data, in
   divideRange<D>(data, divisor, 0, count);
 }
 
-// float16's, through F16C as combineHalfF16c: widened, divided in float by the divisor as a
+// float16's, through F16C as its combine: widened, divided in float by the divisor as a
 // float (divideRange's arithmetic for float16), rounded to nearest even by the CPU.
 __attribute__((target("avx2,f16c"), flatten)) void divideHalfF16c(void* data, int64_t divisor,
                                                                    int64_t count) {
@@ -133,10 +129,7 @@ __attribute__((target("avx2,f16c"), flatten)) void divideHalfF16c(void* data, in
   const __m256 by = _mm256_set1_ps(static_cast<float>(divisor));
   int64_t i = 0;
   for (; i + 8 <= count; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i));
-    const __m256 q = _mm256_div_ps(_mm256_cvtph_ps(h), by);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(v + i),
-                     _mm256_cvtps_ph(q, _MM_FROUND_TO_NEAREST_INT));
+    narrowHalfx8(_mm256_div_ps(widenHalfx8(v + i), by), v + i);
   }
   divideRange<DType::Float16>(data, divisor, i, count);  // the last 0-7, as the baseline
 }
@@ -144,10 +137,8 @@ __attribute__((target("avx2,f16c"), flatten)) void divideHalfF16c(void* data, in
 // What the AVX2 build serves for (D, Op), and for AVG's division of D.
 template <DType D, RedOp Op>
 constexpr CombineFn avx2Combine() {
-  if constexpr (D == DType::Float16) {
-    return &combineHalfF16c<Op>;
-  } else if constexpr (D == DType::BFloat16) {
-    return &combineBf16Avx2<Op>;
+  if constexpr (D == DType::Float16 || D == DType::BFloat16) {
+    return &combineSixteenBitAvx2<D, Op>;
   } else {
     return &combineHostAvx2<D, Op>;
   }
@@ -248,7 +239,12 @@ const Table& table() {
 
 HostIsa hostIsa() { return table().best; }
 
-CombineFn combineFn(DType t, RedOp op) { return combineFnOf(hostIsa(), t, op); }
+CombineFn combineFn(DType t, RedOp op) {
+  // Per call: the served build straight from the table, without combineFnOf's build check.
+  RING_ASSERT(opSupported(t, op), dtypeName(t), " x ", redOpName(op));
+  const Table& tb = table();
+  return tb.combine[static_cast<int>(tb.best)][static_cast<int>(t)][static_cast<int>(op)];
+}
 
 CombineFn combineFnOf(HostIsa isa, DType t, RedOp op) {
   RING_ASSERT(opSupported(t, op), dtypeName(t), " x ", redOpName(op));
