@@ -6,6 +6,53 @@
 
 namespace ring {
 
+namespace {
+
+// Hosts of unequal size, rounds or the direct round between hosts: through one rank per host
+// (its lowest, the leader). Why not the segments: a host of fewer ranks owns more segments
+// and takes them one after another, so a plan made for one network latency paid one per
+// segment (four on hosts of 3, 1 and 2 ranks: 6.2 ms with a 1 ms link, about the flat ring's
+// 6.5-7.3, docs/scale.md). Through the leaders the network is crossed once per round, by one
+// message per host of the whole buffer, which these plans' byte budgets allow (plan_choice.h).
+void leadersAllReduce(Transport& t, const HostLayout& layout, char* data, int64_t count,
+                      int64_t sliceElems, const PlanBuffers& io, const InterHostPlan& inter,
+                      const Fingerprint& fp, const WaitContext& ctx) {
+  const int me = t.rank();
+  const int host = layout.hostOf[static_cast<size_t>(me)];
+  const int local = layout.localIndex(me);
+  const std::vector<int>& ranks = layout.members[static_cast<size_t>(host)];
+  const int localRanks = static_cast<int>(ranks.size());
+  // (1) Inside the host, a chain reduces the buffer to the leader (no division yet).
+  PlanBuffers within = io;
+  within.input = data;
+  within.output = data;
+  within.divide = nullptr;
+  if (localRanks > 1) {
+    runRingPlanAmong(t, ranks, local, planReduce(localRanks, local, 0, count, sliceElems),
+                     within, fp, ctx);
+  }
+  // (2) Between the leaders, in host order: every leader sums the hosts' sums in one order
+  // (and divides, for AVG: once, here).
+  if (local == 0) {
+    std::vector<int> leaders;
+    for (const std::vector<int>& m : layout.members) leaders.push_back(m.front());
+    if (inter.kind == InterHostKind::Direct) {
+      directAllReduceAmong(t, DirectMembers{leaders.data(), layout.hosts(), host}, data, count,
+                           io, fp, ctx);
+    } else {
+      recursiveAllReduce(t, leaders, host, inter.schedule, data, count, io, fp, ctx);
+    }
+  }
+  // (3) Inside the host, the leader's result down a chain: every rank holds its bits.
+  if (localRanks > 1) {
+    const PlanBuffers copy{data, data, io.elemSize, nullptr, nullptr, 1};
+    runRingPlanAmong(t, ranks, local, planBroadcast(localRanks, local, 0, count, sliceElems),
+                     copy, fp, ctx);
+  }
+}
+
+}  // namespace
+
 void hierAllReduce(Transport& t, const HostLayout& layout, const std::vector<HostSegment>& segments,
                    char* data, int64_t count, int64_t sliceElems, const PlanBuffers& io,
                    const InterHostPlan& inter, const Fingerprint& fp, const WaitContext& ctx) {
@@ -15,6 +62,10 @@ void hierAllReduce(Transport& t, const HostLayout& layout, const std::vector<Hos
   const std::vector<int>& ranks = layout.members[static_cast<size_t>(host)];
   const int localRanks = static_cast<int>(ranks.size());
   const int64_t es = static_cast<int64_t>(io.elemSize);
+  if (layout.ranksPerHost() == 0 && inter.kind != InterHostKind::Ring) {
+    leadersAllReduce(t, layout, data, count, sliceElems, io, inter, fp, ctx);
+    return;
+  }
 
   // Inside the host nothing is final yet (no division), unless the group is one host: then
   // the reduce half completes every element.

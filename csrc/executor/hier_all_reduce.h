@@ -9,10 +9,14 @@
 //      a rank takes part in the segments inside its chunk, in increasing order, so that the
 //      lowest unfinished segment always has all its owners at it;
 //   3. inside each host, the gather half of the ring all-reduce.
+// On hosts of unequal size that holds for the ring between hosts only; rounds and the direct
+// round go through one rank per host instead (the leader, its lowest): a chain reduces each
+// host's buffer to its leader, the leaders all-reduce the whole buffer in host order, and
+// each leader's result goes down a chain (hier_all_reduce.cc says why).
 //
-// The same bits on every rank: each element is reduced once per host in that host's ring order
-// (phase 1), then once between hosts in an order every owner shares (phase 2), and then only
-// copied (phase 3). Flat and two-level results differ in their order of additions, so each
+// The same bits on every rank: each element is reduced once per host in that host's ring (or
+// chain) order (phase 1), then once between hosts in an order every owner (leader) shares
+// (phase 2), and then only copied (phase 3). Flat and two-level results differ in their order of additions, so each
 // rank must pick the same plan: it is in every message's fingerprint, and the knob that picks
 // it is compared at set-up (executor/plan_choice.h).
 #pragma once

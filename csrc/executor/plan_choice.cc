@@ -97,28 +97,29 @@ AllReduceChoice withRounds(Algorithm a, RadixSchedule rounds) {
   return c;
 }
 
-// Hosts of unequal size, past the direct round: the two-level plans all-reduce the segments
+// Hosts of unequal size, past the direct round: two levels with a ring all-reduce the segments
 // between every host's chunk edges one after another on each owner (host_layout.h), and a
-// small host's rank owns many of them, so each plan pays the network's latency once per
-// segment on that rank's chain. On hosts of 3, 1 and 2 ranks with a 1 ms link recursive
-// doubling took 11-13 ms where the flat ring took 7 (docs/scale.md). So here auto prices the
-// chain of each two-level plan (segmentedAllReduceSeconds) against the flat ring and takes
-// the cheapest: the flat ring only where it is strictly cheaper, rounds where they cost no
-// more than the ring between hosts (the model's auto_plan makes the same choice).
+// small host's rank owns many of them, so that plan pays the network's latency once per
+// segment on that rank's chain; the rounds go through one rank per host and move the whole
+// message (hier_all_reduce.h). On hosts of 3, 1 and 2 ranks with a 1 ms link the rounds over
+// the segments took 11-13 ms where the flat ring took 7 (docs/scale.md). So here auto prices
+// each plan (segmentedAllReduceSeconds, leadersAllReduceSeconds) against the flat ring and
+// takes the cheapest: the flat ring only where it is strictly cheaper, rounds where they cost
+// no more than the ring between hosts (the model's auto_plan makes the same choice).
 AllReduceChoice cheapestOnUnequalHosts(const PlanSettings& s, const HostLayout& layout,
                                        int64_t bytes) {
   const RingShape shape = shapeOf(s, layout);
   const double b = static_cast<double>(bytes);
   AllReduceChoice choice = withRounds(Algorithm::Ring, {});
   double best = flatAllReduceSeconds(shape, b);
-  const double ring = segmentedAllReduceSeconds(shape, layout, b, {});
+  const double ring = segmentedAllReduceSeconds(shape, layout, b);
   if (ring <= best) {
     best = ring;
     choice = withRounds(Algorithm::HierRing, {});
   }
   if (bytes <= s.rdBytes) {
     RadixSchedule rounds = radixSchedule(layout.hosts(), maxRadix(s, layout.hosts(), bytes));
-    const double priced = segmentedAllReduceSeconds(
+    const double priced = leadersAllReduceSeconds(
         shape, layout, b, BetweenHosts{BetweenHosts::Kind::Rounds, &rounds});
     if (priced <= best) {
       const Algorithm a = allRoundsOfTwo(rounds) ? Algorithm::HierRd : Algorithm::HierRadix;

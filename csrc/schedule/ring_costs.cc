@@ -39,29 +39,25 @@ double pipelinedSeconds(const RingShape& s, int hops, double chunk, const LinkCo
   return loops * hops * stepSeconds(piece, link, sharing);
 }
 
-// One segment of `bytes` all-reduced between the hosts by its owners, each host's link shared
-// by `sharing` flows (the model's _between).
-double betweenSeconds(const RingShape& s, const BetweenHosts& b, double bytes, int sharing) {
-  const int h = s.hosts;
-  switch (b.kind) {
-    case BetweenHosts::Kind::Ring:
-      return pipelinedSeconds(s, 2 * (h - 1), bytes / h, s.net, sharing);
-    case BetweenHosts::Kind::Direct:
-      return stepSeconds(bytes * (h - 1), s.net, sharing);
-    case BetweenHosts::Kind::Rounds: {
-      double t = 0;
-      for (int radix : b.rounds->radices) t += stepSeconds(bytes * (radix - 1), s.net, sharing);
-      if (b.rounds->folded() > 0) t += 2 * stepSeconds(bytes, s.net, sharing);
-      return t;
-    }
-  }
-  return 0;
+// One segment of `bytes` all-reduced between the hosts by a ring of its owners, each host's
+// link shared by `sharing` flows (the model's _between).
+double ringBetweenSeconds(const RingShape& s, double bytes, int sharing) {
+  return pipelinedSeconds(s, 2 * (s.hosts - 1), bytes / s.hosts, s.net, sharing);
+}
+
+// `bytes` passed down a chain of `hops` ranks in slot-sized pieces (planReduce, planBroadcast):
+// the last piece leaves the first rank after loops - 1 pieces and takes `hops` steps to the end
+// (the model's _chain).
+double chainSeconds(const RingShape& s, double bytes, int hops, const LinkCost& link) {
+  if (hops <= 0) return 0.0;
+  const double piece = std::min(bytes, s.slotBytes);
+  const double loops = std::max(1.0, std::ceil(bytes / s.slotBytes));
+  return (hops + loops - 1) * stepSeconds(piece, link);
 }
 
 }  // namespace
 
-double segmentedAllReduceSeconds(const RingShape& s, const HostLayout& layout, double bytes,
-                                 const BetweenHosts& between) {
+double segmentedAllReduceSeconds(const RingShape& s, const HostLayout& layout, double bytes) {
   // Each host's half inside it: L_h - 1 steps of S / L_h (reduce, then again gather).
   std::vector<double> half(static_cast<size_t>(layout.hosts()), 0.0);
   for (int h = 0; h < layout.hosts(); ++h) {
@@ -77,8 +73,8 @@ double segmentedAllReduceSeconds(const RingShape& s, const HostLayout& layout, d
   for (const HostSegment& seg : hostSegments(layout, std::llround(bytes))) {
     double start = 0;
     for (int o : seg.owners) start = std::max(start, freeAt[static_cast<size_t>(o)]);
-    const double done = start + betweenSeconds(s, between, static_cast<double>(seg.range.count),
-                                               s.ranksPerHost);
+    const double done =
+        start + ringBetweenSeconds(s, static_cast<double>(seg.range.count), s.ranksPerHost);
     for (int o : seg.owners) freeAt[static_cast<size_t>(o)] = done;
   }
   double end = 0;
@@ -86,6 +82,23 @@ double segmentedAllReduceSeconds(const RingShape& s, const HostLayout& layout, d
     end = std::max(end, freeAt[r] + half[static_cast<size_t>(layout.hostOf[r])]);
   }
   return end;
+}
+
+double leadersAllReduceSeconds(const RingShape& s, const HostLayout& layout, double bytes,
+                               const BetweenHosts& between) {
+  double inside = 0;  // the longest host's chain
+  for (const std::vector<int>& m : layout.members) {
+    inside = std::max(inside, chainSeconds(s, bytes, static_cast<int>(m.size()) - 1, s.shm));
+  }
+  // One flow per host: only the leaders cross the network.
+  double across = 0;
+  if (between.kind == BetweenHosts::Kind::Rounds) {
+    for (int radix : between.rounds->radices) across += stepSeconds(bytes * (radix - 1), s.net);
+    if (between.rounds->folded() > 0) across += 2 * stepSeconds(bytes, s.net);
+  } else {
+    across = stepSeconds(bytes * (layout.hosts() - 1), s.net);
+  }
+  return inside + across + inside;
 }
 
 double flatAllReduceSeconds(const RingShape& s, double bytes) {

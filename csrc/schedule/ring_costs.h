@@ -54,24 +54,28 @@ struct RingShape {
 double flatAllReduceSeconds(const RingShape& s, double bytes);
 double twoLevelAllReduceSeconds(const RingShape& s, double bytes);
 
-// How the owners of a segment all-reduce it between the hosts: a ring, rounds (`rounds`), or
-// one direct round.
+// The two-level all_reduce with a ring between hosts of unequal size
+// (executor/hier_all_reduce.h, the model's _segmented): each host's reduce half (L_h - 1 steps
+// of S/L_h); then the segments of hostSegments(layout), each all-reduced by a ring of its
+// owners, one per host, each owner taking its segments in order once its host's half is
+// done, a segment starting when its last owner is free; then each host's gather half. The
+// time is the longest chain through the segments: a host of one rank owns every segment and
+// takes them one after another. Each host's link is shared by s.ranksPerHost flows (the
+// widest host's ranks). On hosts of equal size this is twoLevelAllReduceSeconds.
+double segmentedAllReduceSeconds(const RingShape& s, const HostLayout& layout, double bytes);
+
+// How the leaders all-reduce between the hosts: rounds (`rounds`) or one direct round.
 struct BetweenHosts {
-  enum class Kind { Ring, Rounds, Direct } kind = Kind::Ring;
+  enum class Kind { Rounds, Direct } kind = Kind::Direct;
   const RadixSchedule* rounds = nullptr;  // for Rounds
 };
 
-// The two-level all_reduce on hosts of unequal size (executor/hier_all_reduce.h, the model's
-// _segmented): each host's reduce half (L_h - 1 steps of S/L_h); then the segments of
-// hostSegments(layout), each all-reduced between the hosts by its owners, each owner taking
-// its segments in order once its host's half is done, a segment starting when its last owner
-// is free; then each host's gather half. The time is the longest chain through the
-// segments: a host of one rank owns every segment and takes them one after another, paying
-// the network's latency once per segment. Each host's link is shared by s.ranksPerHost
-// flows (the widest host's ranks). On hosts of equal size this is twoLevelAllReduceSeconds
-// with the plan between hosts.
-double segmentedAllReduceSeconds(const RingShape& s, const HostLayout& layout, double bytes,
-                                 const BetweenHosts& between);
+// Rounds or the direct round on hosts of unequal size, through the leaders
+// (executor/hier_all_reduce.cc, the model's _leaders_all_reduce): a chain of the widest host's
+// L-1 hops reduces the whole message to each leader, the leaders' rounds (or direct round)
+// move the whole message with one flow per host, and a chain takes it down again.
+double leadersAllReduceSeconds(const RingShape& s, const HostLayout& layout, double bytes,
+                               const BetweenHosts& between);
 double flatAllGatherSeconds(const RingShape& s, double bytes);
 double twoLevelAllGatherSeconds(const RingShape& s, double bytes);
 

@@ -42,10 +42,11 @@ CommOptions hostOptions(const Layout& l, int rank, const std::string& algo) {
 // k >= 3, so what remains is doubling; on 5 hosts S of 257-512 bytes gives k = 3 or 4, and five
 // by threes or fours is a round of 3 with two hosts folded (three exchanges, two copies: doubling
 // takes four exchanges).
-// On hosts of unequal size, past the direct round, auto takes the cheapest plan priced by its
-// chain through the segments (plan_choice.cc, cheapestOnUnequalHosts); the expectations for
+// On hosts of unequal size, past the direct round, auto takes the cheapest plan
+// (plan_choice.cc, cheapestOnUnequalHosts); the expectations for
 // those two layouts are the model's (torch_ring_backend/bench/model.py: flat_ring with the
-// widest host, _segmented, at the default links and 256-byte slots), not this code's.
+// widest host, _segmented for the ring, _leaders_all_reduce for the rounds, at the default
+// links and 256-byte slots), not this code's.
 Algorithm expectedPlan(const std::string& algo, int64_t bytes, int hosts,
                        const std::string& layout) {
   if (algo == "ring") return Algorithm::Ring;
@@ -55,12 +56,15 @@ Algorithm expectedPlan(const std::string& algo, int64_t bytes, int hosts,
   if (algo == "hier_direct") return Algorithm::HierDirect;
   if (bytes * (hosts - 1) <= 1024) return Algorithm::HierDirect;  // several hosts
   if (layout == "3+1") {
-    // The model: flat 97 us, recursive doubling less at 1200 B; the ring from 2400 B.
+    // The model: flat 97 us, recursive doubling through the leaders 42-63 us up to 2 KiB;
+    // the ring from 2400 B (0.34 ms against flat 0.35).
     return bytes <= 2048 ? Algorithm::HierRd : Algorithm::HierRing;
   }
   if (layout == "1+2+3 interleaved") {
-    // The model: flat 0.16-0.56 ms against the segments' ring 0.41-0.66 up to 4004 B; at
-    // 8008 B the ring 1.32 ms against flat 1.37.
+    // The model: recursive doubling through the leaders 92-116 us against flat 155 us up to
+    // 2 KiB; then flat 0.56 ms against the segments' ring 0.65-0.66 up to 4004 B; at 8008 B
+    // the ring 1.32 ms against flat 1.37.
+    if (bytes <= 2048) return Algorithm::HierRd;
     return bytes <= 4004 ? Algorithm::Ring : Algorithm::HierRing;
   }
   if (bytes > 2048) return Algorithm::HierRing;

@@ -341,12 +341,14 @@ TEST(PlanChoice, LargeMessagesTakeTheCheaperRingByItsPrice) {
   EXPECT_EQ(chooseAllReduce(byDefault, sixteen, 64 << 20), Algorithm::Ring);
 }
 
-// Hosts of unequal size: the two-level plans' chain through the segments, worked by hand as in
-// tests/python/test_scale_model.py (test_two_level_all_reduce_on_unequal_hosts_by_hand).
-// Hosts of 2 and 1 ranks, 1200 B; shared memory 1 us + 1 GB/s, network 1 ms + 1 MB/s shared
-// by the widest host's 2 ranks. Host 0 cuts at 600 B: two segments, both through host 1's
-// rank. Its reduce half is one step of 600 B (1.6 us); each segment's direct round is
-// 1 ms + 600 B at 0.5 MB/s = 2.2 ms; the second starts when the first ends.
+// Hosts of unequal size: the two-level ring's chain through the segments, and the rounds
+// through the leaders, worked by hand as in tests/python/test_scale_model.py
+// (test_two_level_all_reduce_on_unequal_hosts_by_hand). Hosts of 2 and 1 ranks, 1200 B; shared
+// memory 1 us + 1 GB/s, network 1 ms + 1 MB/s, shared by the widest host's 2 ranks where every
+// rank crosses it (the segments), whole where only the leaders do. Host 0 cuts at 600 B: two
+// segments, both through host 1's rank. Its reduce half is one step of 600 B (1.6 us); each
+// segment's ring between 2 hosts is two steps of 300 B at 0.5 MB/s; the second starts when
+// the first ends.
 TEST(PlanChoice, UnequalHostsPayTheChainThroughTheSegments) {
   const HostLayout twoAndOne = layoutFromGroups({0, 0, 2});
   RingShape shape;
@@ -354,30 +356,52 @@ TEST(PlanChoice, UnequalHostsPayTheChainThroughTheSegments) {
   shape.ranksPerHost = 2;
   shape.shm = LinkCost{1e-6, 1e9};
   shape.net = LinkCost{1e-3, 1e6};
-  const double half = 1e-6 + 600 / 1e9, segment = 1e-3 + 600 / 0.5e6;
-  const BetweenHosts direct{BetweenHosts::Kind::Direct, nullptr};
-  EXPECT_NEAR(segmentedAllReduceSeconds(shape, twoAndOne, 1200, direct),
-              half + 2 * segment + half, 1e-15);
-  // The ring between 2 hosts: two steps of half the segment each, per segment.
-  EXPECT_NEAR(segmentedAllReduceSeconds(shape, twoAndOne, 1200, BetweenHosts{}),
+  const double half = 1e-6 + 600 / 1e9;
+  EXPECT_NEAR(segmentedAllReduceSeconds(shape, twoAndOne, 1200),
               half + 2 * 2 * (1e-3 + 300 / 0.5e6) + half, 1e-15);
   // On hosts of equal size it is the equal-hosts price.
   const HostLayout twoAndTwo = layoutFromGroups({0, 0, 2, 2});
   for (double bytes : {1200.0, 4e6}) {
-    EXPECT_NEAR(segmentedAllReduceSeconds(shape, twoAndTwo, bytes, BetweenHosts{}),
+    EXPECT_NEAR(segmentedAllReduceSeconds(shape, twoAndTwo, bytes),
                 twoLevelAllReduceSeconds(shape, bytes), 1e-15);
   }
-
-  // auto on hosts of 3, 1 and 2 ranks (docs/scale.md measured recursive doubling at 11-13 ms
-  // where the flat ring took 7): the direct round within its budget, then the cheapest; at
-  // the default links the flat ring (64 KiB: flat 0.19 ms, the segments' ring 0.63, recursive
-  // doubling 0.79, the model's auto_plan), and two levels where shared memory is the slow
-  // link (1 ms + 100 MB/s against 1 us + 10 GB/s: flat 11.5 ms, ring 4.9 ms).
+  // Through the leaders: host 0's chain of one hop of the whole 1200 B to its leader, one
+  // direct round of 1200 B between the two leaders at the link's whole rate, the chain down.
+  const BetweenHosts direct{BetweenHosts::Kind::Direct, nullptr};
+  const double hop = 1e-6 + 1200 / 1e9;
+  EXPECT_NEAR(leadersAllReduceSeconds(shape, twoAndOne, 1200, direct),
+              hop + (1e-3 + 1200 / 1e6) + hop, 1e-15);
+  // Hosts of 3, 1 and 2 ranks, 6000 B, recursive doubling: host 0's chain is two hops of
+  // 6000 B; among 3 leaders one folds in and out (two exchanges) around one round of two.
   const HostLayout threeOneTwo = layoutFromGroups({0, 0, 0, 3, 4, 4});
+  RingShape wide = shape;
+  wide.hosts = 3;
+  wide.ranksPerHost = 3;
+  const RadixSchedule doubling = doublingSchedule(3);
+  const double chain = 2 * (1e-6 + 6000 / 1e9), exchange = 1e-3 + 6000 / 1e6;
+  EXPECT_NEAR(leadersAllReduceSeconds(wide, threeOneTwo, 6000,
+                                      BetweenHosts{BetweenHosts::Kind::Rounds, &doubling}),
+              chain + 3 * exchange + chain, 1e-15);
+  // The direct round: one step of two copies.
+  EXPECT_NEAR(leadersAllReduceSeconds(wide, threeOneTwo, 6000, direct),
+              chain + (1e-3 + 12000 / 1e6) + chain, 1e-15);
+
+  // auto on hosts of 3, 1 and 2 ranks: the direct round within its budget, then the
+  // cheapest; at the default links the flat ring (64 KiB: flat 0.19 ms, the segments' ring
+  // 0.63, recursive doubling through the leaders 0.27, the model's auto_plan); at the
+  // emulated hosts' links (docs/scale.md: 104 us + 5 GB/s, 1.233 ms + 0.47 GB/s) recursive
+  // doubling (4.6 ms against the flat ring's 7.8); and two levels with a ring where shared
+  // memory is the slow link (1 ms + 100 MB/s against 1 us + 10 GB/s: flat 11.5 ms, ring
+  // 4.9 ms, doubling 6.6).
   PlanSettings s;
   EXPECT_EQ(chooseAllReduce(s, threeOneTwo, 4096), Algorithm::HierDirect);
   EXPECT_EQ(chooseAllReduce(s, threeOneTwo, 65536), Algorithm::Ring);
   EXPECT_EQ(chooseAllReduce(s, threeOneTwo, 1 << 20), Algorithm::Ring);
+  PlanSettings emulated;
+  emulated.shmLink = LinkCost{104e-6, 5e9};
+  emulated.netLink = LinkCost{1233e-6, 0.47e9};
+  EXPECT_EQ(chooseAllReduce(emulated, threeOneTwo, 65536), Algorithm::HierRd);
+  EXPECT_EQ(chooseAllReduce(emulated, threeOneTwo, 1 << 20), Algorithm::Ring);
   s.shmLink = LinkCost{1e-3, 1e8};
   s.netLink = LinkCost{1e-6, 1e10};
   EXPECT_EQ(chooseAllReduce(s, threeOneTwo, 65536), Algorithm::HierRing);

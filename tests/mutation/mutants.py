@@ -567,4 +567,21 @@ MUTANTS = [
            "    start = freeAt[static_cast<size_t>(seg.owners[0])];", "cpp", "PlanChoice.*",
            why="a segment is priced as starting when its first host's owner is free, not its "
                "last: the lone rank's segments would overlap"),
+    Mutant("leaders_keep_the_result", "csrc/executor/hier_all_reduce.cc",
+           "    runRingPlanAmong(t, ranks, local, planBroadcast(localRanks, local, 0, count, "
+           "sliceElems),\n                     copy, fp, ctx);",
+           "    (void)copy;", "cpp", "Plans/EveryPlan.*", binaries=("ring_tcp_tests",),
+           why="on hosts of unequal size the leaders' all_reduce never goes down its host: "
+               "the other ranks keep their host's partial sums"),
+    Mutant("leaders_priced_without_the_chain_down", "csrc/schedule/ring_costs.cc",
+           "  return inside + across + inside;", "  return inside + across;", "cpp",
+           "PlanChoice.*",
+           why="the rounds through the leaders are priced without the chain that takes the "
+               "result down each host"),
+    Mutant("model_rounds_through_the_segments", "torch_ring_backend/bench/model.py",
+           "    if unequal and plan == \"hier-ring\":\n        return _segmented(",
+           "    if unequal:\n        return _segmented(", "py",
+           "tests/python/test_scale_model.py -x -q", timeout=120,
+           why="the model prices the rounds on hosts of unequal size as the segments' ring "
+               "(the plan they no longer run)"),
 ]

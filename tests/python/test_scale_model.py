@@ -217,30 +217,42 @@ def test_leaders_plans_on_unequal_hosts_by_hand():
 
 
 def test_two_level_all_reduce_on_unequal_hosts_by_hand():
-    # csrc/executor/hier_all_reduce.cc on hosts of 2 and 1 ranks, 1200 B: host 0 cuts the
-    # buffer at 600 B, host 1 not at all, so two segments of 600 B, both owned by host 1's one
-    # rank, the first by host 0's chunk-0 rank, the second by its chunk-1 rank. Shared memory
-    # 1 us + 1 GB/s, network 1 ms + 1 MB/s shared by the widest host's 2 ranks.
+    # csrc/executor/hier_all_reduce.cc on hosts of 2 and 1 ranks, 1200 B. The ring between
+    # hosts: host 0 cuts the buffer at 600 B, host 1 not at all, so two segments of 600 B, both
+    # owned by host 1's one rank, the first by host 0's chunk-0 rank, the second by its chunk-1
+    # rank. Shared memory 1 us + 1 GB/s, network 1 ms + 1 MB/s shared by the widest host's 2
+    # ranks.
     intra, inter = (1e-6, 1e9), (1e-3, 1e6)
     half = 1e-6 + 600 / 1e9                   # host 0's reduce half: 1 step of 600 B
     net = lambda b: 1e-3 + b / (1e6 / 2)
-    first = half + net(600)                   # host 1's rank waits for host 0's half
-    second = first + net(600)                 # ... and does the second segment after it
-    assert hier_direct(1200, 2, [2, 1], intra, inter) == pytest.approx(second + half)
-    # Recursive doubling of 2 hosts is one exchange of the segment; the ring two steps of half.
+    first = half + 2 * net(300)               # host 1's rank waits for host 0's half
+    second = first + 2 * net(300)             # ... and does the second segment after it
+    assert hier_ring(1200, 2, [2, 1], intra, inter) == pytest.approx(second + half)
+    # Rounds and the direct round go through the leaders: host 0's chain of one hop of the
+    # whole 1200 B, the leaders' exchange of 1200 B at the whole link (one flow per host), the
+    # chain down. Recursive doubling of 2 hosts is that one exchange too.
+    hop = 1e-6 + 1200 / 1e9
+    assert hier_direct(1200, 2, [2, 1], intra, inter) == pytest.approx(
+        hop + (1e-3 + 1200 / 1e6) + hop)
     assert hier_rd(1200, 2, [2, 1], intra, inter) == pytest.approx(
-        half + 2 * net(600) + half)
-    assert hier_ring(1200, 2, [2, 1], intra, inter) == pytest.approx(
-        half + 2 * 2 * net(300) + half)
-    # 3+1+2 at 6000 B: host 0 cuts at 2000 and 4000, host 2 at 3000: four segments (2000,
-    # 1000, 1000, 2000), all through host 1's rank, one after another; the direct round sends
-    # each segment to the 2 other hosts, at a third of the link (the widest host's 3 ranks).
+        hop + (1e-3 + 1200 / 1e6) + hop)
+    # 3+1+2 at 6000 B: host 0's chain is two hops of 6000 B; recursive doubling among 3
+    # leaders folds one in and out around one round of two (three exchanges of 6000 B); the
+    # direct round is one step of two copies.
+    chain, exchange = 2 * (1e-6 + 6000 / 1e9), 1e-3 + 6000 / 1e6
+    assert hier_rd(6000, 3, [3, 1, 2], intra, inter) == pytest.approx(
+        chain + 3 * exchange + chain)
+    assert hier_direct(6000, 3, [3, 1, 2], intra, inter) == pytest.approx(
+        chain + (1e-3 + 12000 / 1e6) + chain)
+    # The ring on 3+1+2: host 0 cuts at 2000 and 4000, host 2 at 3000: four segments (2000,
+    # 1000, 1000, 2000), all through host 1's rank, one after another, each a ring of four
+    # steps of a third of the segment at a third of the link (the widest host's 3 ranks).
     net3 = lambda b: 1e-3 + b / (1e6 / 3)
     half0, half2 = 2 * (1e-6 + 2000 / 1e9), 1e-6 + 3000 / 1e9
-    chain = sum(net3(2 * b) for b in (2000, 1000, 1000, 2000))
+    segments = sum(4 * net3(b / 3) for b in (2000, 1000, 1000, 2000))
     # The last segment's owner on host 0 and on host 2 then gather; host 0's half is longer.
-    assert hier_direct(6000, 3, [3, 1, 2], intra, inter) == pytest.approx(
-        max(half0, half2) + chain + half0)
+    assert hier_ring(6000, 3, [3, 1, 2], intra, inter) == pytest.approx(
+        max(half0, half2) + segments + half0)
     # A list of equal counts is the equal-hosts plan; the flat ring counts every rank.
     for plan in (hier_ring, hier_rd, hier_direct, hier_radix):
         assert plan(6000, 3, [2, 2, 2], intra, inter) == pytest.approx(
@@ -253,6 +265,10 @@ def test_two_level_all_reduce_on_unequal_hosts_by_hand():
     assert auto_plan(4096, 3, [3, 1, 2]) == "hier-direct"
     assert auto_plan(64 * KiB, 3, [3, 1, 2]) == "flat"
     assert auto_plan(MiB, 3, [3, 1, 2]) == "flat"
+    # At the emulated hosts' links (docs/scale.md), recursive doubling through the leaders.
+    emulated = dict(intra=(104e-6, 5e9), inter=(1233e-6, 0.47e9))
+    assert auto_plan(64 * KiB, 3, [3, 1, 2], **emulated) == "hier-rd"
+    assert auto_plan(MiB, 3, [3, 1, 2], **emulated) == "flat"
     assert auto_plan(64 * KiB, 3, [3, 1, 2], intra=(1e-3, 1e8), inter=(1e-6, 1e10)) == \
         "hier-ring"
 
@@ -273,7 +289,8 @@ def test_compare_prices_the_plan_each_job_ran():
     assert rows[("auto", "all_reduce", 1 << 20)][0] == "flat"
     assert rows[("hier_rd", "all_gather", 1 << 20)][0] == "hier-ring"  # rd is all_reduce's
     # Hosts of unequal size (hosts_bench.py --nproc 3,1,2 writes the list): the leaders'
-    # plans for all_gather, the segments for all_reduce (four of them, one after another).
+    # plans for all_gather and for all_reduce's direct round (host 0's chain of two hops,
+    # one network step, the chain down).
     run = {"hosts": 3, "nproc": [3, 1, 2], "jobs": {
         "auto": [[{"collective": "all_gather", "bytes": 6000, "time_us": 2000.0},
                   {"bytes": 6000, "time_us": 3000.0}]]}}
@@ -281,7 +298,7 @@ def test_compare_prices_the_plan_each_job_ran():
     assert rows == [("3+1+2", "auto", "all_gather", "hier-direct", 6000, 2e-3,
                      2 * 1.0 + 10.0 + 2 * 1.0),
                     ("3+1+2", "auto", "all_reduce", "hier-direct", 6000, 3e-3,
-                     2 * 1.0 + 4 * 10.0 + 2 * 1.0)]
+                     2 * 1.0 + 10.0 + 2 * 1.0)]
 
 
 def test_the_command_prints_a_table():

@@ -33,9 +33,11 @@ hosts while R flows share each host's network link gets beta / R. The plans:
             its shard to its peer on every other host at once (one latency, H-1 shards
             through the link).
 
-On hosts of unequal size (--ranks-per-host 3,1,2) the two-level all_reduce cuts the buffer at
-every host's chunk edges, and each segment's owners, one per host, all-reduce it between hosts;
-the one-rank host of 3+1+2 owns every segment and takes them one after another (_segmented).
+On hosts of unequal size (--ranks-per-host 3,1,2) the two-level all_reduce with a ring cuts the
+buffer at every host's chunk edges, and each segment's owners, one per host, all-reduce it
+between hosts; the one-rank host of 3+1+2 owns every segment and takes them one after another
+(_segmented). The rounds and the direct round there go through one rank per host: a chain
+reduces each host's message to it, and another takes the result down (_leaders_all_reduce).
 
 all_gather and reduce_scatter (--collective) have flat, hier-ring and hier-direct: on hosts of
 equal size by local index, on hosts of unequal size (--ranks-per-host 3,1,2) through one rank
@@ -128,10 +130,13 @@ def _between(plan, shard, size, hosts, sharing, inter, slot=DEFAULT_SLOT, max_ra
 
 def _two_levels(plan, size, hosts, per_host, intra, inter, slot=DEFAULT_SLOT, max_radix=None):
     # Shared memory inside each host around `plan` between hosts. On hosts of equal size every
-    # rank all-reduces its shard S/L between hosts at once; on hosts of unequal size, _segmented.
+    # rank all-reduces its shard S/L between hosts at once; on hosts of unequal size, _segmented
+    # (the ring) or _leaders_all_reduce (rounds, the direct round).
     counts, unequal = _counts(hosts, per_host)
+    if unequal and plan == "hier-ring":
+        return _segmented(size, counts, intra, inter, slot)
     if unequal:
-        return _segmented(plan, size, counts, intra, inter, slot, max_radix)
+        return _leaders_all_reduce(plan, size, counts, intra, inter, slot, max_radix)
     per_host = counts[0]
     inner = _intra_phases(size, per_host, intra, slot)
     if hosts == 1:
@@ -139,8 +144,8 @@ def _two_levels(plan, size, hosts, per_host, intra, inter, slot=DEFAULT_SLOT, ma
     return inner + _between(plan, size / per_host, size, hosts, per_host, inter, slot, max_radix)
 
 
-def _segmented(plan, size, counts, intra, inter, slot=DEFAULT_SLOT, max_radix=None):
-    """Seconds for the two-level all_reduce on hosts of unequal size
+def _segmented(size, counts, intra, inter, slot=DEFAULT_SLOT):
+    """Seconds for the two-level all_reduce with a ring between hosts of unequal size
     (csrc/executor/hier_all_reduce.cc, schedule/host_layout.h): each host reduce-scatters its
     chunks (L_h - 1 steps of S/L_h); the buffer is cut at every host's chunk edges, and each
     segment is all-reduced between hosts by its owners, one per host, each owner taking its
@@ -157,11 +162,20 @@ def _segmented(plan, size, counts, intra, inter, slot=DEFAULT_SLOT, max_radix=No
     for lo, hi in zip(edges, edges[1:]):
         # The chunk of each host that holds the segment: its owner there.
         owners = [(h, min(int((lo + hi) / 2 * c / size), c - 1)) for h, c in enumerate(counts)]
-        done = max(free[o] for o in owners) + _between(plan, float(hi - lo), size, hosts,
-                                                        sharing, inter, slot, max_radix)
+        done = max(free[o] for o in owners) + _between("hier-ring", float(hi - lo), size, hosts,
+                                                        sharing, inter, slot)
         for o in owners:
             free[o] = done
     return max(free[(h, j)] + half[h] for h, c in enumerate(counts) for j in range(c))
+
+
+def _leaders_all_reduce(plan, size, counts, intra, inter, slot=DEFAULT_SLOT, max_radix=None):
+    """Seconds for rounds or the direct round on hosts of unequal size, through one rank per
+    host (csrc/executor/hier_all_reduce.cc): a chain of each host's ranks reduces the whole
+    message to its leader (the widest host's chain is the longest), the leaders all-reduce it
+    under `plan` with one flow per host, and a chain takes it down again."""
+    inside = max(_chain(size, c - 1, intra, slot) for c in counts)
+    return inside + _between(plan, size, size, len(counts), 1, inter, slot, max_radix) + inside
 
 
 def hier_ring(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER, slot=DEFAULT_SLOT):
@@ -412,13 +426,13 @@ def auto_plan(size, hosts, per_host=1, collective="all_reduce", intra=DEFAULT_IN
         # widest size) only where strictly cheaper than the segments' chain of two levels with
         # a ring, the rounds (up to the rounds' limit) where they cost no more than the best.
         best, plan = flat_ring(size, hosts, per_host, intra, inter, slot), "flat"
-        ring = _segmented("hier-ring", size, counts, intra, inter, slot)
+        ring = _segmented(size, counts, intra, inter, slot)
         if ring <= best:
             best, plan = ring, "hier-ring"
         if size <= AUTO_RD_BYTES:
             radices, _ = radix_schedule(hosts, auto_radix(size, hosts))
             rounds = "hier-rd" if all(r == 2 for r in radices) else "hier-radix"
-            if _segmented(rounds, size, counts, intra, inter, slot) <= best:
+            if _leaders_all_reduce(rounds, size, counts, intra, inter, slot) <= best:
                 plan = rounds
         return plan
     if size > AUTO_RD_BYTES:
