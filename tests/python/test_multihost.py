@@ -249,13 +249,16 @@ def test_every_collective_under_a_forced_all_reduce_plan(hosts, tmp_path, algo):
     assert f"plans algo={algo} rd_bytes=262144" in result[3], result[3][-8000:]
 
 
-@pytest.mark.parametrize("algo", ["auto", "hier_ring"])
+@pytest.mark.parametrize("algo", ["auto", "hier_ring", "hier_rd"])
 def test_every_collective_on_uneven_hosts(hosts, tmp_path, algo):
     # Three ranks on host A and one on host B (torchrun's agents may start different numbers of
-    # workers): inside A the buffer is cut in three, between the hosts into the three segments
-    # of A's chunks, each with its owner on A and host B's one rank. all_gather and
-    # reduce_scatter go through one rank per host (executor/hier_gather_scatter.h): under auto
-    # with the direct round between them for small parts, under hier_ring around a ring.
+    # workers). all_reduce under hier_ring: inside A the buffer is cut in three, between the
+    # hosts into the three segments of A's chunks, each with its owner on A and host B's one
+    # rank; under hier_rd (and auto's direct round for small tensors) through one rank per
+    # host (executor/hier_all_reduce.h): a chain up host A, the leaders' exchange, a chain
+    # down. all_gather and reduce_scatter go through one rank per host
+    # (executor/hier_gather_scatter.h): under auto with the direct round between them for
+    # small parts, else around a ring.
     route = (hosts.ip, hosts.dev)
     result = _run_job(hosts, route, tmp_path, {"TORCH_RING_ALGO": algo}, nprocs=(3, 1))
     _assert_job_ok(route, *result)
