@@ -143,6 +143,40 @@ constexpr CombineFn avx2Combine() {
     return &combineHostAvx2<D, Op>;
   }
 }
+// PREMUL_SUM's scaling in the AVX2 build. The 16-bit floats eight lanes at a time: widened to
+// float, each float to double (exact), multiplied by the factor in double, rounded to float,
+// narrowed as the combine narrows. Why: the portable loop converts through half_bits.h's
+// branches, so a float16 PREMUL_SUM scaled at the speed float16's combine had before its AVX2
+// build. The same bits: scaleRange's three roundings per element, in the same order (the
+// double product, to float, to the 16-bit type), all to nearest even; the target has no FMA to
+// contract anything. The other types as scaleRange, compiled for AVX2 (one operation per
+// element whatever the width, as combineHostAvx2).
+template <DType D>
+__attribute__((target("avx2,f16c"), flatten)) void scaleHostAvx2(void* out, const void* in,
+                                                                  double factor, int64_t count) {
+  int64_t i = 0;
+  if constexpr (D == DType::Float16 || D == DType::BFloat16) {
+    constexpr bool kHalf = D == DType::Float16;
+    const auto* x = static_cast<const uint16_t*>(in);
+    auto* o = static_cast<uint16_t*>(out);
+    const __m256d by = _mm256_set1_pd(factor);
+    for (; i + 8 <= count; i += 8) {
+      const __m256 f = kHalf ? widenHalfx8(x + i) : widenBf16x8(x + i);  // read before the write
+      const __m128 lo =
+          _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(f)), by));
+      const __m128 hi =
+          _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)), by));
+      const __m256 product = _mm256_set_m128(hi, lo);
+      if (kHalf) {
+        narrowHalfx8(product, o + i);
+      } else {
+        narrowBf16x8(product, o + i);
+      }
+    }
+  }
+  scaleRange<D>(out, in, factor, i, count);  // the rest (every element of the other types)
+}
+
 template <DType D>
 constexpr DivideFn avx2Divide() {
   if constexpr (D == DType::Float16) {
@@ -189,10 +223,11 @@ HostIsa chosenIsa() {
 }
 
 struct Table {
-  // combine[isa], divide[isa]: the baseline build, and the AVX2 one where it is served.
+  // combine[isa], divide[isa], scale[isa]: the baseline build, and the AVX2 one where it is
+  // served.
   CombineFn combine[2][kTypes][kOps] = {};
   DivideFn divide[2][kTypes] = {};
-  ScaleFn scale[kTypes] = {};
+  ScaleFn scale[2][kTypes] = {};
   HostIsa best = chosenIsa();
   Table() {
 #if RING_COMBINE_AVX2
@@ -209,24 +244,27 @@ struct Table {
       &combineHost<kType, RedOp::OP>;                                                     \
   RING_ADD_AVX2(OP)
 #if RING_COMBINE_AVX2
-#define RING_ADD_AVX2_DIVIDE \
-  if (best == HostIsa::Avx2) divide[1][static_cast<int>(kType)] = avx2Divide<kType>();
+#define RING_ADD_AVX2_DIVIDE_SCALE                                                  \
+  if (best == HostIsa::Avx2) {                                                \
+    divide[1][static_cast<int>(kType)] = avx2Divide<kType>();                 \
+    scale[1][static_cast<int>(kType)] = &scaleHostAvx2<kType>;                \
+  }
 #else
-#define RING_ADD_AVX2_DIVIDE
+#define RING_ADD_AVX2_DIVIDE_SCALE
 #endif
 #define RING_ADD_TYPE(TYPE)                                        \
   {                                                                \
     constexpr DType kType = DType::TYPE;                           \
     RING_FOR_EACH_OP(RING_ADD_OP)                                  \
     divide[0][static_cast<int>(kType)] = &divideHost<kType>;       \
-    RING_ADD_AVX2_DIVIDE                                           \
-    scale[static_cast<int>(kType)] = &scaleHost<kType>;            \
+    RING_ADD_AVX2_DIVIDE_SCALE                                           \
+    scale[0][static_cast<int>(kType)] = &scaleHost<kType>;         \
   }
     RING_FOR_EACH_DTYPE(RING_ADD_TYPE)
 #undef RING_ADD_TYPE
 #undef RING_ADD_OP
 #undef RING_ADD_AVX2
-#undef RING_ADD_AVX2_DIVIDE
+#undef RING_ADD_AVX2_DIVIDE_SCALE
   }
 };
 
@@ -259,6 +297,15 @@ DivideFn divideFnOf(HostIsa isa, DType t) {
               "the AVX2 division asked for on a CPU without AVX2");
   return table().divide[static_cast<int>(isa)][static_cast<int>(t)];
 }
-ScaleFn scaleFn(DType t) { return table().scale[static_cast<int>(t)]; }
+ScaleFn scaleFn(DType t) {
+  const Table& tb = table();
+  return tb.scale[static_cast<int>(tb.best)][static_cast<int>(t)];
+}
+
+ScaleFn scaleFnOf(HostIsa isa, DType t) {
+  RING_ASSERT(isa == HostIsa::Baseline || isa == hostIsa(),
+              "the AVX2 scaling asked for on a CPU without AVX2");
+  return table().scale[static_cast<int>(isa)][static_cast<int>(t)];
+}
 
 }  // namespace ring

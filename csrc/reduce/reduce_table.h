@@ -17,7 +17,7 @@ using ScaleFn = void (*)(void* out, const void* in, double factor, int64_t count
 // one, or the one for AVX2 (256-bit vectors, F16C's float16 conversions) where the CPU has
 // AVX2 and F16C (x86-64), as TORCH_RING_CPU_ISA allows. Both give the same bits (a NaN's
 // payload aside): each element is one operation on its own operands, whatever the vector
-// width (reduce_table.cc). PREMUL_SUM's scaling has the baseline build only.
+// width (reduce_table.cc). scaleFn, PREMUL_SUM's scaling, likewise.
 enum class HostIsa : int { Baseline = 0, Avx2 = 1 };
 HostIsa hostIsa();
 
@@ -29,5 +29,7 @@ DivideFn divideFn(DType t);
 // AVG's division of one build, as combineFnOf.
 DivideFn divideFnOf(HostIsa isa, DType t);
 ScaleFn scaleFn(DType t);
+// PREMUL_SUM's scaling of one build, as combineFnOf.
+ScaleFn scaleFnOf(HostIsa isa, DType t);
 
 }  // namespace ring

@@ -57,6 +57,22 @@ double secondsPerCombine(ring::DType t, ring::CombineFn fn, size_t bytes, int re
   return block[block.size() / 2];
 }
 
+// Seconds for one call of `step` on `bytes` of fresh values: the median of `repeats` blocks.
+template <typename Step>
+double secondsOnFresh(ring::DType t, size_t bytes, int repeats, const Step& step) {
+  const std::vector<char> fresh = values(t, bytes, 0.5f);
+  std::vector<char> v;
+  std::vector<double> block;
+  for (int r = 0; r < repeats; ++r) {
+    v = fresh;
+    const auto t0 = Clock::now();
+    step(v);
+    block.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::sort(block.begin(), block.end());
+  return block[block.size() / 2];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,26 +90,26 @@ int main(int argc, char** argv) {
       }
     }
   }
-  // AVG's last step, v /= 3 in place over 256 KiB: one call per block, each on fresh values
-  // (repeated divisions would reach the subnormals, whose path is the slow one).
-  std::printf("\n%-9s %-9s %10s %12s %12s\n", "divide", "bytes", "build", "ns/divide", "GB/s");
-  for (ring::DType t : {ring::DType::Float32, ring::DType::BFloat16, ring::DType::Float16}) {
-    const size_t bytes = size_t{256} << 10;
-    const int64_t count = static_cast<int64_t>(bytes / ring::elementSize(t));
-    for (ring::HostIsa isa : builds) {
-      const std::vector<char> fresh = values(t, bytes, 0.5f);
-      std::vector<char> v = fresh;
-      std::vector<double> block;
-      for (int r = 0; r < repeats; ++r) {
-        v = fresh;
-        const auto t0 = Clock::now();
-        ring::divideFnOf(isa, t)(v.data(), 3, count);
-        block.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  // AVG's last step, v /= 3 in place over 256 KiB, and PREMUL_SUM's scaling, v *= 1/3 in
+  // place: one call per block, each on fresh values (repeated divisions would reach the
+  // subnormals, whose path is the slow one).
+  const size_t bytes = size_t{256} << 10;
+  for (const char* step : {"divide", "scale"}) {
+    std::printf("\n%-9s %-9s %10s %12s %12s\n", step, "bytes", "build", "ns/call", "GB/s");
+    for (ring::DType t : {ring::DType::Float32, ring::DType::BFloat16, ring::DType::Float16}) {
+      const int64_t count = static_cast<int64_t>(bytes / ring::elementSize(t));
+      for (ring::HostIsa isa : builds) {
+        const double s = secondsOnFresh(t, bytes, repeats, [&](std::vector<char>& v) {
+          if (step[0] == 'd') {
+            ring::divideFnOf(isa, t)(v.data(), 3, count);
+          } else {
+            ring::scaleFnOf(isa, t)(v.data(), v.data(), 1.0 / 3.0, count);
+          }
+        });
+        std::printf("%-9s %-9zu %10s %12.0f %12.2f\n", ring::dtypeName(t), bytes,
+                    isa == ring::HostIsa::Baseline ? "baseline" : "avx2", s * 1e9,
+                    bytes / s / 1e9);
       }
-      std::sort(block.begin(), block.end());
-      const double s = block[block.size() / 2];
-      std::printf("%-9s %-9zu %10s %12.0f %12.2f\n", ring::dtypeName(t), bytes,
-                  isa == ring::HostIsa::Baseline ? "baseline" : "avx2", s * 1e9, bytes / s / 1e9);
     }
   }
   return 0;

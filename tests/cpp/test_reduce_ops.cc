@@ -286,25 +286,51 @@ TEST(ReduceOps, DivideTruncatesIntegersTowardZero) {
   EXPECT_EQ(bf[0].bits, ref::bfloat16Bits(3.5f));
 }
 
-// PREMUL_SUM's pre-multiplication, computed in double; integers truncate toward zero.
+// PREMUL_SUM's pre-multiplication, computed in double; integers truncate toward zero. Every
+// build, on 19 copies of each list so that the AVX2 build's eight-lane loop and its tail both
+// run.
 TEST(ReduceOps, ScaleMultipliesAndTruncatesIntegers) {
-  for (double factor : {0.5, -2.0, 0.1}) {
-    std::vector<int32_t> ints = {7, -7, 100, -3, 0}, outInts(ints.size());
-    scaleFn(DType::Int32)(outInts.data(), ints.data(), factor, static_cast<int64_t>(ints.size()));
-    std::vector<float> fl = {3.0f, -1.25f, 0.1f}, outFl(fl.size());
-    scaleFn(DType::Float32)(outFl.data(), fl.data(), factor, static_cast<int64_t>(fl.size()));
-    std::vector<Half> hf = {{ref::halfBits(3.0f)}, {ref::halfBits(-0.3f)}}, outHf(hf.size());
-    scaleFn(DType::Float16)(outHf.data(), hf.data(), factor, static_cast<int64_t>(hf.size()));
-    for (size_t i = 0; i < ints.size(); ++i) {
-      EXPECT_EQ(outInts[i], static_cast<int32_t>(std::trunc(ints[i] * factor)))
-          << ints[i] << " * " << factor;
-    }
-    for (size_t i = 0; i < fl.size(); ++i) {
-      EXPECT_EQ(outFl[i], static_cast<float>(static_cast<double>(fl[i]) * factor));
-    }
-    for (size_t i = 0; i < hf.size(); ++i) {
-      float want = static_cast<float>(ref::halfValue(hf[i].bits) * factor);
-      EXPECT_EQ(outHf[i].bits, ref::halfBits(want)) << ref::halfValue(hf[i].bits) << " * " << factor;
+  const auto tiled = [](auto v) {
+    auto out = v;
+    for (int k = 1; k < 19; ++k) out.insert(out.end(), v.begin(), v.end());
+    return out;
+  };
+  for (HostIsa isa : buildsHere()) {
+    for (double factor : {0.5, -2.0, 0.1}) {
+      auto ints = tiled(std::vector<int32_t>{7, -7, 100, -3, 0});
+      std::vector<int32_t> outInts(ints.size());
+      scaleFnOf(isa, DType::Int32)(outInts.data(), ints.data(), factor,
+                                   static_cast<int64_t>(ints.size()));
+      auto fl = tiled(std::vector<float>{3.0f, -1.25f, 0.1f});
+      std::vector<float> outFl(fl.size());
+      scaleFnOf(isa, DType::Float32)(outFl.data(), fl.data(), factor,
+                                     static_cast<int64_t>(fl.size()));
+      auto hf = tiled(std::vector<Half>{{ref::halfBits(3.0f)}, {ref::halfBits(-0.3f)}});
+      std::vector<Half> outHf(hf.size());
+      scaleFnOf(isa, DType::Float16)(outHf.data(), hf.data(), factor,
+                                     static_cast<int64_t>(hf.size()));
+      auto bf = tiled(std::vector<BFloat16>{{ref::bfloat16Bits(3.0f)},
+                                            {ref::bfloat16Bits(-0.3f)}});
+      std::vector<BFloat16> outBf(bf.size());
+      scaleFnOf(isa, DType::BFloat16)(outBf.data(), bf.data(), factor,
+                                      static_cast<int64_t>(bf.size()));
+      for (size_t i = 0; i < ints.size(); ++i) {
+        EXPECT_EQ(outInts[i], static_cast<int32_t>(std::trunc(ints[i] * factor)))
+            << ints[i] << " * " << factor;
+      }
+      for (size_t i = 0; i < fl.size(); ++i) {
+        EXPECT_EQ(outFl[i], static_cast<float>(static_cast<double>(fl[i]) * factor));
+      }
+      for (size_t i = 0; i < hf.size(); ++i) {
+        float want = static_cast<float>(ref::halfValue(hf[i].bits) * factor);
+        EXPECT_EQ(outHf[i].bits, ref::halfBits(want))
+            << ref::halfValue(hf[i].bits) << " * " << factor << ", element " << i;
+      }
+      for (size_t i = 0; i < bf.size(); ++i) {
+        float want = static_cast<float>(ref::bfloat16Value(bf[i].bits) * factor);
+        EXPECT_EQ(outBf[i].bits, ref::bfloat16Bits(want))
+            << ref::bfloat16Value(bf[i].bits) << " * " << factor << ", element " << i;
+      }
     }
   }
 }
@@ -328,6 +354,18 @@ TEST(ReduceOps, Avx2BuildServesWhereTheCpuHasAvx2) {
 #else
   EXPECT_EQ(hostIsa(), HostIsa::Baseline) << "AVX2 is an x86-64 extension";
 #endif
+  // What the executor calls is that build's: the combine, AVG's division, PREMUL_SUM's
+  // scaling.
+  for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
+    const DType t = static_cast<DType>(d);
+    EXPECT_EQ(divideFn(t), divideFnOf(hostIsa(), t)) << dtypeName(t);
+    EXPECT_EQ(scaleFn(t), scaleFnOf(hostIsa(), t)) << dtypeName(t);
+    for (RedOp op : kAllOps) {
+      if (opSupported(t, op)) {
+        EXPECT_EQ(combineFn(t, op), combineFnOf(hostIsa(), t, op)) << dtypeName(t);
+      }
+    }
+  }
 }
 
 // Whether the element at `p` of dtype t is a NaN (the floating types).
@@ -434,6 +472,55 @@ TEST(ReduceOps, Avx2BuildDividesToTheBaselineBits) {
           if (isNaNAt(t, x) && isNaNAt(t, y)) continue;
           ASSERT_EQ(0, std::memcmp(x, y, es)) << dtypeName(t) << " / " << divisor << ", element "
                                               << i - 1 << " of " << count;
+        }
+      }
+    }
+  }
+}
+
+// PREMUL_SUM's scaling: the AVX2 build gives the baseline's bits, in place and apart, for
+// factors that are exact in float and ones that are not (a third, 0.1), and ones that overflow
+// or flush the 16-bit types; and over every float16 and bfloat16 pattern for 3.353773474374694,
+// a factor whose rounding to float would change 62 float16 products (found by search over the
+// 63,488 finite halves against the same arithmetic with the factor rounded): the factor must
+// stay a double, as scaleRange keeps it.
+TEST(ReduceOps, Avx2BuildScalesToTheBaselineBits) {
+  if (hostIsa() != HostIsa::Avx2) GTEST_SKIP() << "this CPU has no AVX2 build to compare";
+  for (DType t : {DType::Float16, DType::BFloat16}) {
+    std::vector<uint16_t> every(65536), base(65536), avx2(65536);
+    for (uint32_t b = 0; b < 65536; ++b) every[b] = static_cast<uint16_t>(b);
+    for (double factor : {3.353773474374694, 1.0 / 3.0}) {
+      scaleFnOf(HostIsa::Baseline, t)(base.data(), every.data(), factor, 65536);
+      scaleFnOf(HostIsa::Avx2, t)(avx2.data(), every.data(), factor, 65536);
+      for (size_t b = 0; b < every.size(); ++b) {
+        const auto* x = reinterpret_cast<const uint8_t*>(&base[b]);
+        const auto* y = reinterpret_cast<const uint8_t*>(&avx2[b]);
+        if (isNaNAt(t, x) && isNaNAt(t, y)) continue;
+        ASSERT_EQ(base[b], avx2[b]) << dtypeName(t) << " pattern 0x" << std::hex << b
+                                    << " x " << factor;
+      }
+    }
+  }
+  for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
+    const DType t = static_cast<DType>(d);
+    if (!opSupported(t, RedOp::PreMulSum)) continue;
+    const size_t es = elementSize(t);
+    for (double factor : {1.0, 0.5, 1.0 / 3.0, 0.1, -2.75, 1e-9, 1e30, 1.0 + 0x1p-40}) {
+      for (int64_t count : {1, 7, 9, 17, 1037}) {
+        const auto v = operands(t, count + 1, 7u + d * 17u + count);
+        auto base = v, avx2 = v, apart = v;
+        std::vector<uint8_t> out(v.size());
+        scaleFnOf(HostIsa::Baseline, t)(base.data() + es, base.data() + es, factor, count);
+        scaleFnOf(HostIsa::Avx2, t)(avx2.data() + es, avx2.data() + es, factor, count);
+        scaleFnOf(HostIsa::Avx2, t)(out.data() + es, apart.data() + es, factor, count);
+        for (int64_t i = 1; i <= count; ++i) {
+          const uint8_t* x = &base[static_cast<size_t>(i) * es];
+          for (const uint8_t* y : {&avx2[static_cast<size_t>(i) * es],
+                                   &out[static_cast<size_t>(i) * es]}) {
+            if (isNaNAt(t, x) && isNaNAt(t, y)) continue;
+            ASSERT_EQ(0, std::memcmp(x, y, es)) << dtypeName(t) << " x " << factor
+                                                << ", element " << i - 1 << " of " << count;
+          }
         }
       }
     }

@@ -567,6 +567,17 @@ MUTANTS = [
            "    start = freeAt[static_cast<size_t>(seg.owners[0])];", "cpp", "PlanChoice.*",
            why="a segment is priced as starting when its first host's owner is free, not its "
                "last: the lone rank's segments would overlap"),
+    Mutant("avx2_scale_rounds_the_factor_to_float", "csrc/reduce/reduce_table.cc",
+           "const __m256d by = _mm256_set1_pd(factor);",
+           "const __m256d by = _mm256_set1_pd(static_cast<float>(factor));", "cpp",
+           "ReduceOps.*",
+           why="PREMUL_SUM's AVX2 scaling rounds the factor to float first: other bits than "
+               "the baseline's for some float16 products (factor 3.353773474374694)"),
+    Mutant("avx2_scale_never_served", "csrc/reduce/reduce_table.cc",
+           "  return tb.scale[static_cast<int>(tb.best)][static_cast<int>(t)];",
+           "  return tb.scale[0][static_cast<int>(t)];", "cpp", "ReduceOps.*",
+           why="PREMUL_SUM keeps the baseline scaling where the AVX2 one is served (13-19x "
+               "slower for float16)"),
     Mutant("leaders_keep_the_result", "csrc/executor/hier_all_reduce.cc",
            "    runRingPlanAmong(t, ranks, local, planBroadcast(localRanks, local, 0, count, "
            "sliceElems),\n                     copy, fp, ctx);",

@@ -118,14 +118,18 @@ def test_a_malformed_link_price_fails_set_up_by_name():
 
 def _reductions_of_every_float_kind(ctx):
     # All_reduces whose results show the host reduction's every path: float16 (F16C in the AVX2
-    # build), bfloat16 and float32, SUM, MAX, MIN and PRODUCT, at sizes that take the vector
-    # loop, its tail, and a ring slice; random values with zeros, infinities and NaNs among
-    # them. Returns each result's bytes, keyed by its case.
+    # build), bfloat16 and float32, SUM, MAX, MIN, PRODUCT, AVG (the division) and PREMUL_SUM
+    # (the scaling, by a factor that is not a float), at sizes that take the vector loop, its
+    # tail, and a ring slice; random values with zeros, infinities and NaNs among them.
+    # Returns each result's bytes, keyed by its case.
     import torch
     import torch.distributed as dist
     out = {}
+    ops = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN,
+           "product": dist.ReduceOp.PRODUCT, "avg": dist.ReduceOp.AVG,
+           "premul_sum": dist._make_nccl_premul_sum(3.353773474374694)}
     for dtype in (torch.float16, torch.bfloat16, torch.float32):
-        for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX, dist.ReduceOp.MIN, dist.ReduceOp.PRODUCT):
+        for name, op in ops.items():
             for n in (7, 1037, 300_000):
                 g = torch.Generator().manual_seed(1000 * ctx.rank + n)
                 t = (torch.randn(n, generator=g) * 4).to(dtype)
@@ -134,7 +138,7 @@ def _reductions_of_every_float_kind(ctx):
                 t[9::211] = float("nan")
                 dist.all_reduce(t, op=op)
                 bits = t.view(torch.int16 if t.element_size() == 2 else torch.int32)
-                out[f"{dtype} {op} {n}"] = bits.numpy().tobytes()
+                out[f"{dtype} {name} {n}"] = bits.numpy().tobytes()
     return out
 
 
