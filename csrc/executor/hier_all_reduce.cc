@@ -34,8 +34,7 @@ void leadersAllReduce(Transport& t, const HostLayout& layout, char* data, int64_
   // (2) Between the leaders, in host order: every leader sums the hosts' sums in one order
   // (and divides, for AVG: once, here).
   if (local == 0) {
-    std::vector<int> leaders;
-    for (const std::vector<int>& m : layout.members) leaders.push_back(m.front());
+    const std::vector<int> leaders = ranksOfLocalIndex(layout, 0);
     if (inter.kind == InterHostKind::Direct) {
       directAllReduceAmong(t, DirectMembers{leaders.data(), layout.hosts(), host}, data, count,
                            io, fp, ctx);

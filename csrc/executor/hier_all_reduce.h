@@ -16,9 +16,9 @@
 //
 // The same bits on every rank: each element is reduced once per host in that host's ring (or
 // chain) order (phase 1), then once between hosts in an order every owner (leader) shares
-// (phase 2), and then only copied (phase 3). Flat and two-level results differ in their order of additions, so each
-// rank must pick the same plan: it is in every message's fingerprint, and the knob that picks
-// it is compared at set-up (executor/plan_choice.h).
+// (phase 2), and then only copied (phase 3). Flat and two-level results differ in their order
+// of additions, so each rank must pick the same plan: it is in every message's fingerprint,
+// and the knob that picks it is compared at set-up (executor/plan_choice.h).
 #pragma once
 
 #include <cstdint>

@@ -46,8 +46,8 @@ Leaders leadersFor(const HostLayout& layout, int rank) {
   l.widest = 0;
   for (const std::vector<int>& m : layout.members) {
     l.widest = std::max(l.widest, static_cast<int>(m.size()));
-    l.ranks.push_back(m.front());
   }
+  l.ranks = ranksOfLocalIndex(layout, 0);
   return l;
 }
 

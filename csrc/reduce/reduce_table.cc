@@ -244,10 +244,10 @@ struct Table {
       &combineHost<kType, RedOp::OP>;                                                     \
   RING_ADD_AVX2(OP)
 #if RING_COMBINE_AVX2
-#define RING_ADD_AVX2_DIVIDE_SCALE                                                  \
-  if (best == HostIsa::Avx2) {                                                \
-    divide[1][static_cast<int>(kType)] = avx2Divide<kType>();                 \
-    scale[1][static_cast<int>(kType)] = &scaleHostAvx2<kType>;                \
+#define RING_ADD_AVX2_DIVIDE_SCALE                                \
+  if (best == HostIsa::Avx2) {                                    \
+    divide[1][static_cast<int>(kType)] = avx2Divide<kType>();     \
+    scale[1][static_cast<int>(kType)] = &scaleHostAvx2<kType>;    \
   }
 #else
 #define RING_ADD_AVX2_DIVIDE_SCALE
@@ -257,7 +257,7 @@ struct Table {
     constexpr DType kType = DType::TYPE;                           \
     RING_FOR_EACH_OP(RING_ADD_OP)                                  \
     divide[0][static_cast<int>(kType)] = &divideHost<kType>;       \
-    RING_ADD_AVX2_DIVIDE_SCALE                                           \
+    RING_ADD_AVX2_DIVIDE_SCALE                                     \
     scale[0][static_cast<int>(kType)] = &scaleHost<kType>;         \
   }
     RING_FOR_EACH_DTYPE(RING_ADD_TYPE)

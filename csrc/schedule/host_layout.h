@@ -54,7 +54,8 @@ Range ownedChunk(const HostLayout& layout, int host, int local, int64_t count);
 std::vector<HostSegment> hostSegments(const HostLayout& layout, int64_t count);
 
 // Hosts of equal size (ranksPerHost() > 0) only, for the two-level all_gather and
-// reduce_scatter (executor/hier_gather_scatter.h):
+// reduce_scatter (executor/hier_gather_scatter.h), except local index 0, which every host
+// has (its leader: the two-level plans through one rank per host on hosts of unequal size):
 // the ranks of local index `local`, one per host, in host order;
 std::vector<int> ranksOfLocalIndex(const HostLayout& layout, int local);
 // rank `rank`'s block in their staging buffer, ordered by local index, then host: the blocks
