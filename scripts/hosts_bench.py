@@ -14,8 +14,10 @@ each backend's time. Needs root. Removes what it creates.
     python scripts/hosts_bench.py --hosts 3 --nproc 3,1,2 ...   # hosts of unequal size
 
 Mind what it measures: the relay is one Python process on the same cores as the ranks, so
-above a few MiB every backend runs at the relay's rate; the small sizes show the latency that
-the plans are about. --json PATH keeps every job's rows.
+without a line rate, above a few MiB every backend runs at the relay's rate; the small sizes
+show the latency that the plans are about. --rate-mb-s R gives every host's port R MB/s each
+way (well under the relay's ~0.7 GB/s in all), so that the network, not the relay, is the
+slowest part, as it is between real hosts. --json PATH keeps every job's rows.
 """
 import argparse
 import json
@@ -93,6 +95,8 @@ def main():
                         help="ranks per host (default 2), or one count per host: 3,1,2")
     parser.add_argument("--delay-ms", type=float, default=1.0, help="one-way delay (default 1)")
     parser.add_argument("--loss", type=float, default=0.0)
+    parser.add_argument("--rate-mb-s", type=float, default=0.0,
+                        help="each host port's line rate each way, MB/s (default 0: none)")
     parser.add_argument("--repeats", type=int, default=3, help="jobs per plan (default 3)")
     parser.add_argument("--algos", default="auto", help="plans besides the flat ring "
                         "(TORCH_RING_ALGO values, comma-separated; default auto)")
@@ -120,7 +124,7 @@ def main():
             created.append(ns)
             subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"],
                            check=True)
-        switch = EmulatedSwitch(namespaces, args.delay_ms, args.loss)
+        switch = EmulatedSwitch(namespaces, args.delay_ms, args.loss, rate_mb_s=args.rate_mb_s)
         print(f"# {switch.describe()}; ranks per host {args.nproc}; bench {' '.join(bench)}",
               flush=True)
         with tempfile.TemporaryDirectory() as tmp:
@@ -137,7 +141,8 @@ def main():
                 # "nproc" as the model's --compare reads it: one count (equal hosts) or a list.
                 nproc = nprocs[0] if len(set(nprocs)) == 1 else nprocs
                 json.dump({"hosts": args.hosts, "nproc": nproc, "delay_ms": args.delay_ms,
-                           "bench": bench, "jobs": results}, f, indent=1)
+                           "rate_mb_s": args.rate_mb_s, "bench": bench, "jobs": results},
+                          f, indent=1)
         return 0
     finally:
         if switch is not None:

@@ -22,8 +22,8 @@
 //   unequal hosts  past the direct round             the cheapest of the flat ring, two levels
 //                                                    with a ring (priced by its chain through
 //                                                    the segments), and (up to RD_BYTES) the
-//                                                    rounds through one rank per host
-//                                                    (ring_costs.h)
+//                                                    rounds or the direct round through one
+//                                                    rank per host (ring_costs.h)
 //
 // The rounds' bound k keeps what one round sends, S * (k-1), within the direct round's budget:
 // the direct round is the one round of H, so the table's rows meet where the budget says. With

@@ -12,10 +12,12 @@ double stepSeconds(double bytes, const LinkCost& link, int sharing = 1) {
   return link.alphaSeconds + bytes / (link.bytesPerSecond / sharing);
 }
 
-// A ring of `hops` steps of `chunk` bytes over every rank. The first pipeline loop goes around
-// as a chain of dependent steps, of which the network takes H/n (a host's ranks are neighbours
-// on the ring); each further loop runs at the slowest link's pace; and the slowest link carries
-// `hops` pieces per loop whatever the chain.
+// A ring of `hops` steps of `chunk` bytes over every rank, in pipeline loops of one piece per
+// step. The executor runs a loop's steps in order (ring_plan.h) and step k of a loop waits for
+// the previous rank's step k-1 of the same loop, so every loop is a chain of `hops` dependent
+// steps, H/n of them over the network (a host's ranks are neighbours on the ring), and the
+// next loop starts where it ends. No loop takes less than the slowest link's `hops` pieces one
+// after another. So each loop costs the longer of the two.
 double ringChainSeconds(const RingShape& s, int hops, double chunk) {
   const int n = s.hosts * s.ranksPerHost;
   if (n <= 1) return 0.0;
@@ -25,8 +27,8 @@ double ringChainSeconds(const RingShape& s, int hops, double chunk) {
   const double networkHops = s.hosts > 1 ? static_cast<double>(hops) * s.hosts / n : 0.0;
   const double chain =
       networkHops * stepSeconds(piece, s.net) + (hops - networkHops) * stepSeconds(piece, s.shm);
-  const double throughSlowest = loops * hops * piece / slowest.bytesPerSecond;
-  return std::max(chain + (loops - 1) * hops * stepSeconds(piece, slowest), throughSlowest);
+  const double throughSlowest = hops * piece / slowest.bytesPerSecond;
+  return loops * std::max(chain, throughSlowest);
 }
 
 // A ring of `hops` steps of `chunk` bytes over one kind of link, in slot-sized pieces as the
@@ -90,13 +92,18 @@ double leadersAllReduceSeconds(const RingShape& s, const HostLayout& layout, dou
   for (const std::vector<int>& m : layout.members) {
     inside = std::max(inside, chainSeconds(s, bytes, static_cast<int>(m.size()) - 1, s.shm));
   }
-  // One flow per host: only the leaders cross the network.
+  // One flow per host: only the leaders cross the network. A round (the direct round too)
+  // goes slot by slot in lock step (direct_collectives.cc: the next slice only once every
+  // peer's last is in), so each slice pays the latency; folding in and out streams, one step.
+  const double piece = std::min(bytes, s.slotBytes);
+  const double loops = std::max(1.0, std::ceil(bytes / s.slotBytes));
   double across = 0;
   if (between.kind == BetweenHosts::Kind::Rounds) {
-    for (int radix : between.rounds->radices) across += stepSeconds(bytes * (radix - 1), s.net);
+    for (int radix : between.rounds->radices) across += stepSeconds(piece * (radix - 1), s.net);
+    across = loops * across;
     if (between.rounds->folded() > 0) across += 2 * stepSeconds(bytes, s.net);
   } else {
-    across = stepSeconds(bytes * (layout.hosts() - 1), s.net);
+    across = loops * stepSeconds(piece * (layout.hosts() - 1), s.net);
   }
   return inside + across + inside;
 }

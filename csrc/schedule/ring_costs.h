@@ -14,8 +14,8 @@
 // The prices (n ranks, H hosts of L, message S; a step costs alpha + bytes / beta):
 //   flat ring, hops = 2(n-1) (all_reduce) or n-1 (all_gather, reduce_scatter) of S/n:
 //     a chain of `hops` dependent steps of one piece (min(S/n, slot)), H/n of them over the
-//     network; each further pipeline loop at the slowest link's pace; never less than the
-//     slowest link's bytes (hops * S/n).
+//     network, per pipeline loop (a loop's steps wait on each other, loops follow each other);
+//     a loop never less than the slowest link's `hops` pieces (hops * S/n in all).
 //   two-level all_reduce: 2(L-1) shared-memory steps of S/L, plus 2(H-1) network steps of
 //     S/(L*H) with the L rings of a host sharing its link (beta / L).
 //   two-level all_gather / reduce_scatter: H-1 network steps of S/n at beta / L, plus L-1

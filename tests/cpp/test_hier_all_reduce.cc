@@ -56,17 +56,15 @@ Algorithm expectedPlan(const std::string& algo, int64_t bytes, int hosts,
   if (algo == "hier_direct") return Algorithm::HierDirect;
   if (bytes * (hosts - 1) <= 1024) return Algorithm::HierDirect;  // several hosts
   if (layout == "3+1") {
-    // The model: flat 97 us, recursive doubling through the leaders 50-63 us past the
-    // direct round (1 KiB) up to 2 KiB;
-    // the ring from 2400 B (0.34 ms against flat 0.35).
-    return bytes <= 2048 ? Algorithm::HierRd : Algorithm::HierRing;
+    // The model: past the direct round's budget (1 KiB) the flat ring, 97-195 us against the
+    // leaders' 150-297 (at 1200-2400 B a round is 5-10 slices of 256 B in lock step, each
+    // paying the latency) and the segments' ring 169-340.
+    return Algorithm::Ring;
   }
   if (layout == "1+2+3 interleaved") {
-    // The model: recursive doubling through the leaders 92-116 us against flat 155 us up to
-    // 2 KiB; then flat 0.56 ms against the segments' ring 0.65-0.66 up to 4004 B; at 8008 B
-    // the ring 1.32 ms against flat 1.37.
-    if (bytes <= 2048) return Algorithm::HierRd;
-    return bytes <= 4004 ? Algorithm::Ring : Algorithm::HierRing;
+    // The model: the leaders' direct round 92-151 us against the flat ring's 155 at 600-1200 B;
+    // from 2002 B the flat ring (156 us against the direct round's 240: 8 slices).
+    return bytes <= 1200 ? Algorithm::HierDirect : Algorithm::Ring;
   }
   if (bytes > 2048) return Algorithm::HierRing;
   if (hosts == 5 && bytes > 256 && bytes <= 512) return Algorithm::HierRadix;
@@ -254,10 +252,13 @@ TEST(TwoLevelAllReduce, RoundsOfSeveralHostsOnManyHosts) {
       // 9 hosts: 40 floats (160 B): k = 7, 3 x 3; 100 (400 B): k = 3, 3 x 3; 300 (1200 B): k = 2.
       {{"9 hosts of 1", {0, 1, 2, 3, 4, 5, 6, 7, 8}},
        {{40, Algorithm::HierRadix}, {100, Algorithm::HierRadix}, {300, Algorithm::HierRd}}},
-      // 7 hosts: 40 floats: 160 x 6 <= 1024, direct; 60 (240 B): k = 5, a round of 4 with three
-      // folded; 100 (400 B): k = 3, doubling (2 x 2 with three folded).
+      // 7 hosts of unequal size: 40 floats: 160 x 6 <= 1024, direct. Past the budget auto
+      // prices the plans through the leaders (cheapestOnUnequalHosts), and at these sizes the
+      // direct round's one latency a slice wins: 60 floats (240 B) 30 us against a round of 4
+      // with three folded 80 us; 100 (400 B, two slices) 61 us against doubling's 160 (the
+      // model, default links). hier_radix below still runs the rounds of 4 and of 2 here.
       {{"6 of 1 and 1 of 2", {0, 1, 2, 3, 4, 5, 6, 6}},
-       {{40, Algorithm::HierDirect}, {60, Algorithm::HierRadix}, {100, Algorithm::HierRd}}},
+       {{40, Algorithm::HierDirect}, {60, Algorithm::HierDirect}, {100, Algorithm::HierDirect}}},
   };
   auto value = [](int r, int64_t i) {
     std::mt19937 g(static_cast<unsigned>(r * 7919 + i));

@@ -308,6 +308,19 @@ TEST(PlanChoice, LargeMessagesTakeTheCheaperRingByItsPrice) {
   small.net = LinkCost{1e-5, 1e9};
   EXPECT_NEAR(flatAllReduceSeconds(small, 4e6), 6e-3, 1e-15);
   EXPECT_NEAR(twoLevelAllReduceSeconds(small, 4e6), 4.424e-3, 1e-15);
+  // Latency only, 3 hosts of 2, chunks of three 8-byte slots: a loop's steps wait on each
+  // other, so each of the 3 loops is the chain of 5 network and 5 shared-memory hops, 3 x 55 s
+  // (every further hop priced over the network would give 55 + 2 x 10 x 10 = 255 s). With
+  // the network at 0.5 B/s, its 10 pieces of a loop (16 s each) outlast the chain: 3 x 160 s.
+  RingShape loops;
+  loops.hosts = 3;
+  loops.ranksPerHost = 2;
+  loops.shm = LinkCost{1.0, 1e30};
+  loops.net = LinkCost{10.0, 1e30};
+  loops.slotBytes = 8;
+  EXPECT_DOUBLE_EQ(flatAllReduceSeconds(loops, 6 * 24), 3 * (5 * 10.0 + 5 * 1.0));
+  loops.net = LinkCost{10.0, 0.5};
+  EXPECT_DOUBLE_EQ(flatAllReduceSeconds(loops, 6 * 24), 3 * 10 * 16.0);
   // One host: two levels are the flat ring over its ranks, in the same slots, so the same
   // price at any size (64 MiB over 8 ranks at the default links: 32 slots a step, 12.640 ms).
   RingShape oneHost;
@@ -385,22 +398,39 @@ TEST(PlanChoice, UnequalHostsPayTheChainThroughTheSegments) {
   // The direct round: one step of two copies.
   EXPECT_NEAR(leadersAllReduceSeconds(wide, threeOneTwo, 6000, direct),
               chain + (1e-3 + 12000 / 1e6) + chain, 1e-15);
+  // In slots of 2000 B a round goes slice by slice in lock step (direct_collectives.cc), each
+  // of the 3 slices paying the latency; folding in and out streams the 6000 B, one step each.
+  // The chains inside the hosts: 2 hops + 2 further slots of 2000 B.
+  RingShape slots = wide;
+  slots.slotBytes = 2000;
+  const double slotChain = 4 * (1e-6 + 2000 / 1e9);
+  EXPECT_NEAR(leadersAllReduceSeconds(slots, threeOneTwo, 6000, direct),
+              slotChain + 3 * (1e-3 + 4000 / 1e6) + slotChain, 1e-15);
+  EXPECT_NEAR(leadersAllReduceSeconds(slots, threeOneTwo, 6000,
+                                      BetweenHosts{BetweenHosts::Kind::Rounds, &doubling}),
+              slotChain + 3 * (1e-3 + 2000 / 1e6) + 2 * exchange + slotChain, 1e-15);
 
   // auto on hosts of 3, 1 and 2 ranks: the direct round within its budget, then the
-  // cheapest; at the default links the flat ring (64 KiB: flat 0.19 ms, the segments' ring
-  // 0.63, recursive doubling through the leaders 0.27, the model's auto_plan); at the
-  // emulated hosts' links (docs/scale.md: 104 us + 5 GB/s, 1.233 ms + 0.47 GB/s) recursive
-  // doubling (4.6 ms against the flat ring's 7.8); and two levels with a ring where shared
-  // memory is the slow link (1 ms + 100 MB/s against 1 us + 10 GB/s: flat 11.5 ms, ring
-  // 4.9 ms, doubling 6.6).
+  // cheapest. At the default links, 64 KiB: the leaders' direct round, priced past its budget
+  // (0.164 ms against the flat ring's 0.194, the segments' ring 0.63, recursive doubling
+  // through the leaders 0.267: the model's auto_plan); 128 KiB: the flat ring (0.232 against
+  // the direct round's 0.295). At the emulated hosts' links (docs/scale.md: 104 us + 5 GB/s,
+  // 1.233 ms + 0.47 GB/s) the direct round (1.98 ms against doubling's 4.59 and the flat
+  // ring's 7.78); and two levels with a ring where shared memory is the slow link (1 ms +
+  // 100 MB/s against 1 us + 10 GB/s: flat 11.5 ms, ring 4.9 ms, doubling and direct 6.6).
   PlanSettings s;
   EXPECT_EQ(chooseAllReduce(s, threeOneTwo, 4096), Algorithm::HierDirect);
-  EXPECT_EQ(chooseAllReduce(s, threeOneTwo, 65536), Algorithm::Ring);
+  EXPECT_EQ(chooseAllReduce(s, threeOneTwo, 65536), Algorithm::HierDirect);
+  EXPECT_EQ(chooseAllReduce(s, threeOneTwo, 131072), Algorithm::Ring);
   EXPECT_EQ(chooseAllReduce(s, threeOneTwo, 1 << 20), Algorithm::Ring);
+  // Between 4 hosts the direct round sends three copies where doubling sends two in two
+  // latencies: at 32 KiB on hosts of 4, 4, 4 and 2, doubling 0.1341 ms, direct 0.1353.
+  const HostLayout fourFourFourTwo = layoutFromGroups({0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3});
+  EXPECT_EQ(chooseAllReduce(s, fourFourFourTwo, 32768), Algorithm::HierRd);
   PlanSettings emulated;
   emulated.shmLink = LinkCost{104e-6, 5e9};
   emulated.netLink = LinkCost{1233e-6, 0.47e9};
-  EXPECT_EQ(chooseAllReduce(emulated, threeOneTwo, 65536), Algorithm::HierRd);
+  EXPECT_EQ(chooseAllReduce(emulated, threeOneTwo, 65536), Algorithm::HierDirect);
   EXPECT_EQ(chooseAllReduce(emulated, threeOneTwo, 1 << 20), Algorithm::Ring);
   s.shmLink = LinkCost{1e-3, 1e8};
   s.netLink = LinkCost{1e-6, 1e10};

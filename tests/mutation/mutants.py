@@ -1,22 +1,9 @@
 """The mutants of tests/mutation/mutate.py: hand-picked changes to the source, each with the tests
 that must catch it (the rules are in mutate.py). Data only: a list that grows by an entry a
-mutant."""
-import dataclasses
-
-
-@dataclasses.dataclass
-class Mutant:
-    name: str
-    path: str    # relative to the tree
-    find: str    # must occur exactly once
-    replace: str
-    kind: str    # "cpp": a gtest filter; "tsan": a gtest filter under TSan; "py": pytest args
-    tests: str
-    quick: bool = False  # part of the CI subset
-    why: str = ""
-    binaries: tuple = ("ring_unit_tests",)  # "cpp": the gtest programs to build and run
-    timeout: int = 0  # seconds for its tests, when shorter than --timeout (a mutant that hangs)
-
+mutant. Those of the plans across hosts, their prices and the emulated links are in
+mutants_hosts.py."""
+from mutant_type import Mutant
+from mutants_hosts import HOST_MUTANTS
 
 MUTANTS = [
     Mutant("max_is_min", "csrc/reduce/reduce_ops.h",
@@ -322,8 +309,8 @@ MUTANTS = [
            why="ranks that set different TORCH_RING_ALGO run different plans: a timeout, "
                "not an error naming the knob"),
     Mutant("model_rd_ignores_odd_host_counts", "torch_ring_backend/bench/model.py",
-           "    steps = int(math.log2(power)) + (2 if power != hosts else 0)",
-           "    steps = int(math.log2(power))", "py",
+           "radices, folded = [2] * int(math.log2(power)), power != hosts",
+           "radices, folded = [2] * int(math.log2(power)), False", "py",
            "tests/python/test_scale_model.py -x -q", timeout=120,
            why="recursive doubling over 6 hosts priced as over 4: the plan choice favours it"),
     Mutant("all_gather_coalesced_transposed", "csrc/backend/ring_backend.cc",
@@ -556,17 +543,6 @@ MUTANTS = [
            "_mm256_add_epi32(_mm256_set1_epi32(0x8000), _mm256_setzero_si256());", "cpp",
            "ReduceOps.*",
            why="the AVX2 build's bfloat16 rounds ties up, where toBFloat16 rounds them to even"),
-    # auto's all_reduce on hosts of unequal size (plan_choice.cc, ring_costs.cc).
-    Mutant("unequal_hosts_priced_as_equal", "csrc/executor/plan_choice.cc",
-           "  if (layout.ranksPerHost() == 0) return cheapestOnUnequalHosts(s, layout, bytes);\n",
-           "", "cpp", "PlanChoice.*",
-           why="auto on hosts of unequal size takes recursive doubling by its byte rule, "
-               "1.6-1.9x the flat ring's time on 3+1+2 hosts"),
-    Mutant("segments_priced_in_parallel", "csrc/schedule/ring_costs.cc",
-           "    for (int o : seg.owners) start = std::max(start, freeAt[static_cast<size_t>(o)]);",
-           "    start = freeAt[static_cast<size_t>(seg.owners[0])];", "cpp", "PlanChoice.*",
-           why="a segment is priced as starting when its first host's owner is free, not its "
-               "last: the lone rank's segments would overlap"),
     Mutant("avx2_scale_rounds_the_factor_to_float", "csrc/reduce/reduce_table.cc",
            "const __m256d by = _mm256_set1_pd(factor);",
            "const __m256d by = _mm256_set1_pd(static_cast<float>(factor));", "cpp",
@@ -578,21 +554,4 @@ MUTANTS = [
            "  return tb.scale[0][static_cast<int>(t)];", "cpp", "ReduceOps.*",
            why="PREMUL_SUM keeps the baseline scaling where the AVX2 one is served (13-19x "
                "slower for float16)"),
-    Mutant("leaders_keep_the_result", "csrc/executor/hier_all_reduce.cc",
-           "    runRingPlanAmong(t, ranks, local, planBroadcast(localRanks, local, 0, count, "
-           "sliceElems),\n                     copy, fp, ctx);",
-           "    (void)copy;", "cpp", "Plans/EveryPlan.*", binaries=("ring_tcp_tests",),
-           why="on hosts of unequal size the leaders' all_reduce never goes down its host: "
-               "the other ranks keep their host's partial sums"),
-    Mutant("leaders_priced_without_the_chain_down", "csrc/schedule/ring_costs.cc",
-           "  return inside + across + inside;", "  return inside + across;", "cpp",
-           "PlanChoice.*",
-           why="the rounds through the leaders are priced without the chain that takes the "
-               "result down each host"),
-    Mutant("model_rounds_through_the_segments", "torch_ring_backend/bench/model.py",
-           "    if unequal and plan == \"hier-ring\":\n        return _segmented(",
-           "    if unequal:\n        return _segmented(", "py",
-           "tests/python/test_scale_model.py -x -q", timeout=120,
-           why="the model prices the rounds on hosts of unequal size as the segments' ring "
-               "(the plan they no longer run)"),
-]
+] + HOST_MUTANTS

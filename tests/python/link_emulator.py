@@ -92,13 +92,24 @@ def relay(ns_a, dev_a, ns_b, dev_b, delay_ms, loss, seed):
     _relay_loop(fds, lambda fd, packet: fds[1] if fd == fds[0] else fds[0], delay_ms, loss, seed)
 
 
-def _relay_loop(fds, route, delay_ms, loss, seed):
+def _relay_loop(fds, route, delay_ms, loss, seed, rate=0.0):
     """Reads every packet of the devices `fds`, drops a `loss` fraction of them at random and
-    writes each other one to route(fd, packet) (None: dropped) `delay_ms` after it arrived."""
+    writes each other one to route(fd, packet) (None: dropped) `delay_ms` after it arrived.
+
+    With `rate` (bytes per second; 0: unlimited) every device is a port of that line rate in
+    each direction, as a host's NIC on a store-and-forward switch: a packet first crosses its
+    source's port (queued behind the packets that host sent before it), then its destination's
+    port (queued behind the packets already bound there, from any host), each taking
+    len / rate, and is delivered `delay_ms` after that. The queues have no bound, so nothing is
+    dropped for lack of room: a sender goes at the line rate, and TCP's window decides how long
+    the queue grows."""
     rng = random.Random(seed)
     delay = delay_ms / 1000.0
-    due = []  # (time to deliver, order, destination fd, packet): a heap, so FIFO per delay
+    due = []  # (time to deliver, order, destination fd, packet): a heap, so FIFO per port
     order = 0
+    # When each port is next free, from its host to the switch and from the switch to its host.
+    outbound_free = {fd: 0.0 for fd in fds}
+    inbound_free = {fd: 0.0 for fd in fds}
     print("READY", flush=True)
     while True:
         timeout = max(0.0, due[0][0] - time.monotonic()) if due else 1.0
@@ -113,7 +124,13 @@ def _relay_loop(fds, route, delay_ms, loss, seed):
                 out = route(fd, packet)
                 if out is None or rng.random() < loss:
                     continue
-                heapq.heappush(due, (now + delay, order, out, packet))
+                at = now
+                if rate > 0:
+                    wire = len(packet) / rate
+                    outbound_free[fd] = max(at, outbound_free[fd]) + wire
+                    inbound_free[out] = max(outbound_free[fd], inbound_free[out]) + wire
+                    at = inbound_free[out]
+                heapq.heappush(due, (at + delay, order, out, packet))
                 order += 1
         now = time.monotonic()
         while due and due[0][0] <= now:
@@ -128,22 +145,23 @@ class EmulatedSwitch:
     """N namespaces on one emulated switch: each gets a TUN device with address
     10.97.<subnet>.<i+1>/24, and one relay process delivers every IPv4 packet to the device of
     its destination address after `delay_ms` (so a round trip between any two hosts is twice
-    the delay), dropping a `loss` fraction. For more than two hosts where the kernel has no
-    netem (EmulatedLink joins exactly two)."""
+    the delay), dropping a `loss` fraction; with `rate_mb_s` (MB/s, 1e6 bytes; 0: unlimited)
+    each host's port carries that many bytes per second each way (_relay_loop). For more than
+    two hosts where the kernel has no netem (EmulatedLink joins exactly two)."""
 
-    def __init__(self, namespaces, delay_ms, loss=0.0, seed=1):
+    def __init__(self, namespaces, delay_ms, loss=0.0, seed=1, rate_mb_s=0.0):
         tag = uuid.uuid4().hex[:6]
         self.ns = list(namespaces)
         self.dev = [f"tsw{tag}{i}" for i in range(len(self.ns))]
         subnet = 10 + int(tag, 16) % 200
         self.ip = [f"10.97.{subnet}.{i + 1}" for i in range(len(self.ns))]
-        self.delay_ms, self.loss = delay_ms, loss
+        self.delay_ms, self.loss, self.rate_mb_s = delay_ms, loss, rate_mb_s
         for ns, dev in zip(self.ns, self.dev):
             _run("ip", "netns", "exec", ns, "ip", "tuntap", "add", "dev", dev, "mode", "tun")
         ports = [x for trio in zip(self.ns, self.dev, self.ip) for x in trio]
         self.relay = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "switch", str(delay_ms), str(loss),
-             str(seed), *ports],
+             str(seed), str(rate_mb_s), *ports],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         line = self.relay.stdout.readline()
         if line.strip() != "READY":
@@ -154,14 +172,15 @@ class EmulatedSwitch:
             _run("ip", "netns", "exec", ns, "ip", "link", "set", dev, "mtu", str(MTU), "up")
 
     def describe(self):
+        rate = f"{self.rate_mb_s:g} MB/s per port each way" if self.rate_mb_s else "no rate limit"
         return (f"user-space switch emulator, {len(self.ns)} hosts: delay {self.delay_ms} ms "
-                f"each way, loss {self.loss:.0%}")
+                f"each way, loss {self.loss:.0%}, {rate}")
 
     def close(self):
         EmulatedLink.close(self)
 
 
-def switch(delay_ms, loss, seed, ports):
+def switch(delay_ms, loss, seed, rate_mb_s, ports):
     """The switch's relay: ports is [ns, dev, ip] * N."""
     fds, by_address = [], {}
     for i in range(0, len(ports), 3):
@@ -175,11 +194,12 @@ def switch(delay_ms, loss, seed, ports):
             return None
         return by_address.get(packet[16:20])
 
-    _relay_loop(fds, route, delay_ms, loss, seed)
+    _relay_loop(fds, route, delay_ms, loss, seed, rate_mb_s * 1e6)
 
 
 if __name__ == "__main__" and sys.argv[1] == "switch":
-    switch(float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5:])
+    switch(float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]),
+           sys.argv[6:])
 
 if __name__ == "__main__" and sys.argv[1] == "relay":
     relay(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], float(sys.argv[6]),

@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from torch_ring_backend.bench.model import (auto_plan, best_plan, compare, flat_gather, flat_ring,
-                                            hier_direct, hier_direct_gather, hier_radix, hier_rd,
+from torch_ring_backend.bench.model import (_between, auto_plan, best_plan, compare, flat_gather,
+                                            flat_ring, hier_direct, hier_direct_gather, hier_radix, hier_rd,
                                             hier_ring, hier_ring_gather, radix_schedule,
                                             PLANS_OF)
 
@@ -56,6 +56,18 @@ def test_step_counts_in_closed_form():
     assert hier_rd(8, 8, 2, intra, inter) == 2 * 1 + 3 * 10.0     # log2 8 = 3
     assert hier_rd(8, 6, 2, intra, inter) == 2 * 1 + (2 + 2) * 10.0  # 4 < 6: 2 steps + fold-in/out
     assert flat_ring(8, 1, 1, intra, inter) == 0.0
+    # Three pipeline loops (chunks of 24 B in slots of 8): a loop's steps wait on each other,
+    # so each loop is the chain of 5 network and 5 shared-memory hops again, 3 x 55; pricing
+    # the further loops as every hop over the network would give 55 + 2 x 10 x 10 = 255.
+    assert flat_ring(6 * 24, 3, 2, intra, inter, slot=8) == 3 * (5 * 10.0 + 5 * 1.0)
+    # Where the network link's pieces take longer than the chain (8 B at 0.5 B/s: 16 s each,
+    # 10 of them a loop, against a chain of 5 x 26 + 5 x 1), each loop takes the link's time.
+    assert flat_ring(6 * 24, 3, 2, intra, (10.0, 0.5), slot=8) == 3 * 10 * 16.0
+    # A round between hosts goes slot by slot in lock step (direct_collectives.cc): a 24 B
+    # shard in slots of 8 is 3 rounds, each paying the latency; folding in and out streams.
+    assert _between("hier-direct", 24, 24, 3, 1, inter, slot=8) == 3 * 10.0
+    assert _between("hier-rd", 24, 24, 3, 1, inter, slot=8) == 3 * 10.0 + 2 * 10.0
+    assert _between("hier-rd", 24, 24, 4, 1, inter, slot=8) == 3 * (10.0 + 10.0)
     assert hier_radix(8, 8, 2, intra, inter, max_radix=2) == hier_rd(8, 8, 2, intra, inter)
     assert hier_radix(8, 8, 2, intra, inter, max_radix=8) == hier_direct(8, 8, 2, intra, inter)
     assert hier_radix(8, 128, 2, intra, inter, max_radix=17) == 2 * 1 + 2 * 10.0  # 16, then 8
@@ -260,14 +272,21 @@ def test_two_level_all_reduce_on_unequal_hosts_by_hand():
     assert flat_ring(6000, 3, [3, 1, 2], intra, inter) == flat_ring(6000, 3, 2, intra, inter)
     # auto (plan_choice.cc, cheapestOnUnequalHosts): the direct round within its budget, then
     # the cheapest of the flat ring and the two-level plans' chains (tests/cpp/
-    # test_host_layout.cc works the same cases): the flat ring at the default links, two
-    # levels with a ring where shared memory is the slow link.
+    # test_host_layout.cc works the same cases). At the default links, 64 KiB: the leaders'
+    # direct round 0.164 ms against the flat ring's 0.194 and the leaders' doubling 0.267
+    # (past the budget, priced); 128 KiB: the flat ring, 0.232 against the direct round's
+    # 0.295. Two levels with a ring where shared memory is the slow link.
     assert auto_plan(4096, 3, [3, 1, 2]) == "hier-direct"
-    assert auto_plan(64 * KiB, 3, [3, 1, 2]) == "flat"
+    assert auto_plan(64 * KiB, 3, [3, 1, 2]) == "hier-direct"
+    assert auto_plan(128 * KiB, 3, [3, 1, 2]) == "flat"
     assert auto_plan(MiB, 3, [3, 1, 2]) == "flat"
-    # At the emulated hosts' links (docs/scale.md), recursive doubling through the leaders.
+    # Between 4 hosts the direct round sends three copies where doubling sends two in two
+    # latencies: at 32 KiB doubling through the leaders 0.1341 ms, the direct round 0.1353.
+    assert auto_plan(32 * KiB, 4, [4, 4, 4, 2]) == "hier-rd"
+    # At the emulated hosts' links (docs/scale.md), the leaders' direct round: 1.98 ms at
+    # 64 KiB against doubling's 4.59 and the flat ring's 7.78.
     emulated = dict(intra=(104e-6, 5e9), inter=(1233e-6, 0.47e9))
-    assert auto_plan(64 * KiB, 3, [3, 1, 2], **emulated) == "hier-rd"
+    assert auto_plan(64 * KiB, 3, [3, 1, 2], **emulated) == "hier-direct"
     assert auto_plan(MiB, 3, [3, 1, 2], **emulated) == "flat"
     assert auto_plan(64 * KiB, 3, [3, 1, 2], intra=(1e-3, 1e8), inter=(1e-6, 1e10)) == \
         "hier-ring"

@@ -12,10 +12,12 @@ hosts while R flows share each host's network link gets beta / R. The plans:
   flat      the ring over every rank: 2(n-1) hops of S/n bytes. A message of one slice per
             chunk goes around as a chain of 2(n-1) dependent hops, of which only the fraction
             H/n crosses hosts (a host's ranks are neighbours on the ring); a message of several
-            slices pipelines, and then every link carries 2(n-1) slices per pipeline loop at
-            the pace of the slowest link. (The first version of this model priced every hop at
-            the network's cost; the flat ring on 4 emulated hosts of 2 ranks took 9.7 ms at
-            4 KiB, where that gave 17.7 ms and the chain gives 9.1: docs/scale.md.)
+            slices goes around in pipeline loops, each such a chain again (a loop's steps wait
+            on each other), or the slowest link's 2(n-1) slices one after another where those
+            take longer. (The first version of this model priced every hop at the network's
+            cost; the flat ring on 4 emulated hosts of 2 ranks took 9.7 ms at 4 KiB, where
+            that gave 17.7 ms and the chain gives 9.1. The second priced every loop after the
+            first that way, 1.2-1.6x the measured time from 8 MiB: docs/scale.md.)
   hier-ring shared memory inside each host (reduce-scatter: L-1 steps of S/L), then for each
             local rank a ring over the hosts on its shard (2(H-1) steps of S/(L*H)); the L
             rings of a host share its network link; then an all-gather inside each host.
@@ -73,17 +75,21 @@ DEFAULT_SLOT = 256 * 1024
 
 
 def flat_ring(size, hosts, per_host, intra=DEFAULT_INTRA, inter=DEFAULT_INTER, slot=DEFAULT_SLOT):
-    """Seconds for the ring over every rank: the first pipeline loop as a chain of 2(n-1) hops
-    (hosts/n of them over the network), then each further loop at 2(n-1) slices through the
-    slowest link; and never less than the slowest link's bytes (2(n-1)/n of the message)."""
+    """Seconds for the ring over every rank: each pipeline loop a chain of 2(n-1) hops
+    (hosts/n of them over the network), or the slowest link's 2(n-1) slices one after another
+    where those take longer (_ring_chain)."""
     n = sum(_counts(hosts, per_host)[0])
     return _ring_chain(2 * (n - 1), size / n, hosts, n, intra, inter, slot)
 
 
 def _ring_chain(hops, chunk, hosts, n, intra, inter, slot):
     # A ring of `hops` steps of `chunk` bytes each over every rank (n of them, a host's ranks
-    # neighbours on the ring): the first pipeline loop as a chain of dependent hops (hosts/n
-    # of them over the network), each further loop at the slowest link's pace.
+    # neighbours on the ring), in pipeline loops of one piece per step. The executor runs a
+    # loop's steps in order (csrc/schedule/ring_plan.h), and step k of a loop waits for the
+    # previous rank's step k-1 of the same loop: so every loop is a chain of `hops` dependent
+    # hops, hosts/n of them over the network, and the next loop starts where it ends. A loop
+    # also cannot take less than the slowest link's `hops` pieces, one after another. So each
+    # loop costs the longer of the two.
     if n == 1:
         return 0.0
     piece = min(chunk, slot)
@@ -91,9 +97,8 @@ def _ring_chain(hops, chunk, hosts, n, intra, inter, slot):
     slowest = inter if hosts > 1 else intra
     network_hops = hops * hosts / n if hosts > 1 else 0
     chain = network_hops * _step(piece, inter) + (hops - network_hops) * _step(piece, intra)
-    # Whatever the chain, the slowest link carries `hops` pieces per loop, one after another.
-    through_slowest = loops * hops * piece / slowest[1]
-    return max(chain + (loops - 1) * hops * _step(piece, slowest), through_slowest)
+    through_slowest = hops * piece / slowest[1]
+    return loops * max(chain, through_slowest)
 
 
 def _pipelined(hops, chunk, link, sharing=1, slot=DEFAULT_SLOT):
@@ -115,16 +120,21 @@ def _between(plan, shard, size, hosts, sharing, inter, slot=DEFAULT_SLOT, max_ra
     # flows. `size` is the whole message (auto's rounds are bounded by it).
     if plan == "hier-ring":
         return _pipelined(2 * (hosts - 1), shard / hosts, inter, sharing, slot)
-    if plan == "hier-rd":
-        power = 1 << (hosts.bit_length() - 1)
-        steps = int(math.log2(power)) + (2 if power != hosts else 0)
-        return steps * _step(shard, inter, sharing=sharing)
-    if plan == "hier-radix":
-        radices, folded = radix_schedule(hosts, max_radix or auto_radix(size, hosts))
-        rounds = sum(_step(shard * (r - 1), inter, sharing=sharing) for r in radices)
+    # A round (and the direct round, the one round of H) goes slot by slot in lock step
+    # (csrc/executor/direct_collectives.cc): a rank sends its next slice only once it has every
+    # peer's last, so each slice is a round of its own and pays the latency. Folding a host in
+    # or out streams the shard down one link, one step.
+    piece, loops = min(shard, slot), max(1, math.ceil(shard / slot))
+    if plan in ("hier-rd", "hier-radix"):
+        if plan == "hier-rd":
+            power = 1 << (hosts.bit_length() - 1)
+            radices, folded = [2] * int(math.log2(power)), power != hosts
+        else:
+            radices, folded = radix_schedule(hosts, max_radix or auto_radix(size, hosts))
+        rounds = loops * sum(_step(piece * (r - 1), inter, sharing=sharing) for r in radices)
         return rounds + (2 * _step(shard, inter, sharing=sharing) if folded else 0.0)
     if plan == "hier-direct":
-        return _step(shard * (hosts - 1), inter, sharing=sharing)
+        return loops * _step(piece * (hosts - 1), inter, sharing=sharing)
     raise ValueError(f"no plan between hosts named {plan!r}")
 
 
@@ -424,7 +434,8 @@ def auto_plan(size, hosts, per_host=1, collective="all_reduce", intra=DEFAULT_IN
     if unequal:
         # plan_choice.cc, cheapestOnUnequalHosts: the flat ring (priced as on hosts of the
         # widest size) only where strictly cheaper than the segments' chain of two levels with
-        # a ring, the rounds (up to the rounds' limit) where they cost no more than the best.
+        # a ring; up to the rounds' limit, the rounds where they cost no more than the best,
+        # then the leaders' direct round where it costs strictly less than that.
         best, plan = flat_ring(size, hosts, per_host, intra, inter, slot), "flat"
         ring = _segmented(size, counts, intra, inter, slot)
         if ring <= best:
@@ -432,8 +443,11 @@ def auto_plan(size, hosts, per_host=1, collective="all_reduce", intra=DEFAULT_IN
         if size <= AUTO_RD_BYTES:
             radices, _ = radix_schedule(hosts, auto_radix(size, hosts))
             rounds = "hier-rd" if all(r == 2 for r in radices) else "hier-radix"
-            if _leaders_all_reduce(rounds, size, counts, intra, inter, slot) <= best:
-                plan = rounds
+            priced = _leaders_all_reduce(rounds, size, counts, intra, inter, slot)
+            if priced <= best:
+                best, plan = priced, rounds
+            if _leaders_all_reduce("hier-direct", size, counts, intra, inter, slot) < best:
+                plan = "hier-direct"
         return plan
     if size > AUTO_RD_BYTES:
         flat = flat_ring(size, hosts, per_host, intra, inter, slot)

@@ -1,0 +1,16 @@
+"""One mutant of tests/mutation/mutate.py (the lists: mutants.py, mutants_hosts.py)."""
+import dataclasses
+
+
+@dataclasses.dataclass
+class Mutant:
+    name: str
+    path: str    # relative to the tree
+    find: str    # must occur exactly once
+    replace: str
+    kind: str    # "cpp": a gtest filter; "tsan": a gtest filter under TSan; "py": pytest args
+    tests: str
+    quick: bool = False  # part of the CI subset
+    why: str = ""
+    binaries: tuple = ("ring_unit_tests",)  # "cpp": the gtest programs to build and run
+    timeout: int = 0  # seconds for its tests, when shorter than --timeout (a mutant that hangs)
