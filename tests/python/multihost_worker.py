@@ -1,8 +1,9 @@
 """Roles of the multi-host test (test_multihost.py), run inside the network namespaces.
 
-    worker   one rank under torchrun: every collective on the "ring" group, compared with the
-             same collective on a gloo group over the same ranks; a stretch of all_reduces while
-             the test's stranger knocks; then the collectives again. Prints "RESULT OK rank r".
+    worker   one rank under torchrun: all_reduces (checked against their closed form) while
+             the test's stranger knocks on the closed listeners; then every collective on the
+             "ring" group, compared with the same collective on a gloo group over the same
+             ranks, twice. Prints "RESULT OK rank r".
     stranger connects to every address a rank's ring listened on during set-up: once every
              link is up the listener is closed, so each connect must be refused by the kernel.
              Prints "STRANGER REFUSED n/n".
@@ -131,9 +132,10 @@ def worker():
     with open(os.path.join(shared, f"addr.{rank}.tmp"), "w") as f:
         f.write("".join(f"{rank} {a}\n" for a in addresses))
     os.rename(os.path.join(shared, f"addr.{rank}.tmp"), os.path.join(shared, f"addr.{rank}"))
-    gloo = dist.new_group(backend="gloo")
-    _collectives(gloo, rank, world, 0)
     # The job keeps running while the stranger knocks: all_reduces until the test says done.
+    # Nothing may open a listener before the knock: gloo's group listens on a port the kernel
+    # picks (bind to port 0), and it may pick the one the ring's closed listener freed; the
+    # stranger's knock would then be answered by gloo (a CI run saw this once, stop 46).
     flag = torch.zeros(1)
     deadline = time.time() + 60
     iterations = 0
@@ -148,6 +150,8 @@ def worker():
         iterations += 1
         if flag.item() > 0:
             break
+    gloo = dist.new_group(backend="gloo")
+    _collectives(gloo, rank, world, 0)
     _collectives(gloo, rank, world, 1)
     print(f"RESULT OK rank {rank} ({iterations} all_reduces during the attack)", flush=True)
     dist.destroy_process_group()
