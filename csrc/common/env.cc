@@ -75,6 +75,16 @@ std::string readCpuIsa() {
   return v;
 }
 
+std::string readCpuBind() {
+  const std::string raw = readString("TORCH_RING_CPU_BIND");
+  const std::string v = lowered(raw);
+  if (v.empty()) return "none";
+  if (v != "none" && v != "core") {
+    throw UsageError(strCat("TORCH_RING_CPU_BIND='", raw, "' must be none or core (any case)"));
+  }
+  return v;
+}
+
 }  // namespace
 
 int64_t readInt(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
@@ -120,6 +130,7 @@ const EnvKnobs& env() {
     }
     k.socketFamily = readSocketFamily();
     k.cpuIsa = readCpuIsa();
+    k.cpuBind = readCpuBind();
     k.masterAddr = readString("MASTER_ADDR");
     return k;
   }();

@@ -87,6 +87,10 @@ struct EnvKnobs {
   // the AVX2 one where the CPU has AVX2 and F16C; baseline: the portable one (to compare, or to
   // rule the vector build out); avx2 on a CPU without it: an error at set-up.
   std::string cpuIsa;
+  // TORCH_RING_CPU_BIND = none | core, any case (default none): core binds the thread that
+  // creates the process's first group (the one that runs its small collectives) to a CPU of
+  // its own among the host's ranks, as mpirun --bind-to core does (common/cpu_binding.h).
+  std::string cpuBind;
   // MASTER_ADDR (set by torchrun, not ours; read only to pick the default interface above).
   std::string masterAddr;
 };

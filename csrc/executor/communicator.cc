@@ -1,12 +1,12 @@
 #include "executor/communicator.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <thread>
 
+#include "common/cpu_binding.h"
 #include "common/env.h"
 #include "common/errors.h"
 #include "common/logging.h"
@@ -33,10 +33,13 @@ namespace {
 // The spin where every rank of the host has a core of its own (see below).
 constexpr int kOwnCoreSpinMicros = 500;
 
+// The CPUs this process's ranks of a machine share: those it had before TORCH_RING_CPU_BIND
+// bound its thread to one of them (a later group, made on that thread, still counts them all).
+int usableCores() { return std::max<int>(1, static_cast<int>(processCpuBinder().usable().size())); }
+
 int chooseSpin(int localRanks, bool onlySharedMemory) {
   if (env().spinMicros >= 0) return env().spinMicros;
-  cpu_set_t set;
-  int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  const int cores = usableCores();
   // 500 us covers a peer's turnaround, including its caller-to-worker thread hand-off, with
   // room to spare (measured on 2 cores: 50 us often expired just before the peer arrived and
   // then paid for the futex round trip on top), and still bounds what a wait can waste when
@@ -108,8 +111,7 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   t.listenAddress = opts.listenAddress;
   t.timeout = opts.timeout;
   t.slotBytesChosen = opts.slotBytes > 0 || env().slotBytesSet;
-  int localRanks = 1;
-  std::vector<int> shmDomainOf;
+  GroupPlacement placement;
   plans_.algo = parseAlgoKnob(opts.algo.empty() ? env().algo : opts.algo);
   plans_.rdBytes = opts.rdBytes >= 0 ? opts.rdBytes : env().rdBytes;
   plans_.directBytes = opts.directBytes >= 0 ? opts.directBytes : env().directBytes;
@@ -118,8 +120,9 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   plans_.netLink = parseLinkCost(opts.netLink.empty() ? env().netLink : opts.netLink,
                                  "TORCH_RING_NET_LINK", kDefaultNetLink);
   checkPlanSettings(plans_);  // before any store traffic, as the transport's mode
-  transport_ = connectGroup(store, rank, size, t, &g, &localRanks, &shmDomainOf);
-  layout_ = layoutFromGroups(shmDomainOf);
+  transport_ = connectGroup(store, rank, size, t, &g, &placement);
+  const int localRanks = placement.machineRanks;
+  layout_ = layoutFromGroups(placement.shmDomainOf);
   plans_.slotBytes = g.slotBytes;
   hostRing_ = hostMajorRing(layout_);
   hostRingPos_.resize(static_cast<size_t>(size));
@@ -131,6 +134,16 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   slotBytes_ = g.slotBytes;
   spinMicros_ = chooseSpin(localRanks, transport_->onlySharedMemory());
   ownCore_ = spinMicros_ >= kOwnCoreSpinMicros;
+  if (env().cpuBind == "core") {
+    // This rank's place among its machine's ranks of the group picks its CPU.
+    bool bound = false;
+    const std::string what =
+        processCpuBinder().bindOnce(placement.machineIndex, localRanks, &bound);
+    RING_LOG(bound ? kLogInfo : kLogWarn, what);
+  }
+  RING_LOG(kLogInfo, "a wait spins up to ", spinMicros_, " us before it sleeps (", localRanks,
+           " rank(s) of this machine, ", usableCores(), " CPU(s)",
+           env().spinMicros >= 0 ? "; TORCH_RING_SPIN_US" : "", ")");
   if (size > 1 && transport_->onlySharedMemory()) {
     directBytes_ = opts.directBytes >= 0 ? opts.directBytes : env().directBytes;
   }

@@ -48,7 +48,10 @@ LinkChoice chooseLinks(const std::string& mode, int rank, const std::vector<std:
   for (int r = 0; r < size; ++r) {
     if (r == rank) continue;
     const std::string& theirs = hosts[static_cast<size_t>(r)];
-    if (machineOf(theirs) == machineOf(mine)) ++c.machineRanks;
+    if (machineOf(theirs) == machineOf(mine)) {
+      ++c.machineRanks;
+      if (r < rank) ++c.machineIndex;
+    }
     // In order of preference: the first transport that serves the link takes it.
     if (ShmTransport::serves(mode, mine, theirs)) {
       c.shmRanks.push_back(r);
@@ -80,15 +83,16 @@ LinkChoice chooseLinks(const std::string& mode, int rank, const std::vector<std:
 // TCP), so the two set-up phases never wait on each other.
 std::unique_ptr<Transport> connectGroup(Store& store, int rank, int size,
                                         const TransportOptions& opts, ShmGeometry* geometry,
-                                        int* machineRanks, std::vector<int>* shmDomainOf) {
+                                        GroupPlacement* placement) {
   checkMode(opts.mode);  // before any store traffic: a bad setting fails this rank at once
   store.set(strCat("ring/host/", rank), opts.hostId);
   const std::vector<std::string> hosts = readEveryRank(
       store, rank, size, [](int r) { return strCat("ring/host/", r); }, opts.hostId,
       opts.timeout);
   LinkChoice c = chooseLinks(opts.mode, rank, hosts);
-  *machineRanks = c.machineRanks;
-  *shmDomainOf = c.shmDomainOf;
+  placement->machineRanks = c.machineRanks;
+  placement->machineIndex = c.machineIndex;
+  placement->shmDomainOf = c.shmDomainOf;
   if (!opts.slotBytesChosen && c.allTcp) geometry->slotBytes = kTcpSlotBytes;
   std::unique_ptr<Transport> shm, tcp;
   if (c.shmRanks.size() > 1 || c.tcpRanks.empty()) {

@@ -35,6 +35,7 @@ struct LinkChoice {
   std::vector<int> tcpRanks;  // the peers reached over TCP
   std::vector<char> viaShm;   // per rank: 1 if over shared memory
   int machineRanks = 1;       // ranks on this machine, any transport and namespace (this one too)
+  int machineIndex = 0;       // of those, how many have a lower rank: this rank's place among them
   bool allTcp = false;        // no link of the GROUP is shared memory (the same on every rank)
   // Per rank of the group: the lowest rank it shares memory with (itself included), the same
   // list on every rank: the "hosts" of the plans (schedule/host_layout.h). With mode tcp every
@@ -44,11 +45,19 @@ struct LinkChoice {
 // Throws UsageError for an unknown mode, CommError for shm across hosts.
 LinkChoice chooseLinks(const std::string& mode, int rank, const std::vector<std::string>& hosts);
 
+// Where the group's ranks are, as the transports found them (LinkChoice's fields of the same
+// names).
+struct GroupPlacement {
+  int machineRanks = 1;
+  int machineIndex = 0;
+  std::vector<int> shmDomainOf;
+};
+
 // Collective: publishes this rank's identity, reads everyone's, connects every link.
 // geometry->slotBytes grows to the TCP default when every link of the group is TCP (unless
-// chosen); *machineRanks, *shmDomainOf: see LinkChoice.
+// chosen).
 std::unique_ptr<Transport> connectGroup(Store& store, int rank, int size,
                                         const TransportOptions& opts, ShmGeometry* geometry,
-                                        int* machineRanks, std::vector<int>* shmDomainOf);
+                                        GroupPlacement* placement);
 
 }  // namespace ring

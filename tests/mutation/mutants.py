@@ -554,4 +554,17 @@ MUTANTS = [
            "  return tb.scale[0][static_cast<int>(t)];", "cpp", "ReduceOps.*",
            why="PREMUL_SUM keeps the baseline scaling where the AVX2 one is served (13-19x "
                "slower for float16)"),
+    Mutant("cpu_bind_ignored", "csrc/executor/communicator.cc",
+           '  if (env().cpuBind == "core") {', "  if (false) {", "py",
+           "tests/python/test_cpu_bind.py -x -q",
+           why="TORCH_RING_CPU_BIND=core is read and checked but binds nothing"),
+    Mutant("cpu_bind_every_rank_to_the_first_cpu", "csrc/common/cpu_binding.cc",
+           "  const int cpu = cpus[static_cast<size_t>(localIndex)];",
+           "  const int cpu = cpus[0];", "cpp", "CpuBinding.*",
+           why="every rank of a machine bound to one CPU: the very sharing the binding prevents"),
+    Mutant("spin_counts_the_bound_cpu", "csrc/common/cpu_binding.cc",
+           "  return bound_ ? before_ : threadCpus();", "  return threadCpus();", "cpp",
+           "CpuBinding.*",
+           why="a group made after the binding counts one CPU for the machine's ranks and "
+               "spins 50 us with a yield per look where each rank has a core"),
 ] + HOST_MUTANTS
