@@ -75,7 +75,10 @@ def barrier_one_rank_at_a_time(ctx):
 def test_a_barrier_every_peer_has_entered_runs_on_the_callers_thread(pool, world):
     for rank, r in enumerate(pool.run(barrier_one_rank_at_a_time)):
         assert r["collective"] == "barrier", r
-        assert r["thread"] == ("caller" if rank == 0 else "worker"), f"rank {rank}: {r}"
+        if rank == 0:
+            assert r["thread"] == "caller", f"rank {rank}: {r}"
+        else:  # handed over; the worker or, if it had not taken it yet, the thread that waits
+            assert r["thread"] in QUEUED, f"rank {rank}: {r}"
         if rank == 0:
             assert r["done_at_return"], "ran on the caller's thread, so done at return"
 
@@ -105,8 +108,8 @@ def test_a_small_all_gather_every_peer_has_issued_runs_on_the_callers_thread(poo
     for rank, r in enumerate(pool.run(all_gather_one_rank_at_a_time)):
         if rank == 0:
             assert r["threads"] == ["caller", "caller"], (rank, r["threads"])
-        else:  # the second may run on the thread that waits for it
-            assert r["threads"][0] == "worker" and r["threads"][1] in QUEUED, (rank, r["threads"])
+        else:  # handed over: on the worker, or on the thread that waits if it is there first
+            assert r["threads"][0] in QUEUED and r["threads"][1] in QUEUED, (rank, r["threads"])
         assert torch.equal(r["into"], torch.cat(want)), (rank, r["into"])
         for got, w in zip(r["listed"], want):
             assert torch.equal(got, w), (rank, r["listed"])
@@ -172,8 +175,11 @@ def test_a_call_issued_as_the_previous_completes_finds_the_group_free(pool, worl
             want = ["caller" if first_elems == 16 else "worker", "caller"]
             assert r["threads"] == want, f"rank {rank}: {r['threads']}"
         else:
+            # Both handed over, so each ran on the worker or on the thread that waited for it
+            # (a CI run saw ['waiter', 'waiter'] on rank 2 of 3: its worker had not started the
+            # first by the time its thread waited, three ranks and their workers on 2 cores).
             first_thread, second_thread = r["threads"]
-            assert first_thread == "worker" and second_thread in QUEUED, f"rank {rank}: {r['threads']}"
+            assert first_thread in QUEUED and second_thread in QUEUED, f"rank {rank}: {r['threads']}"
         assert torch.equal(r["first"], torch.full((first_elems,), total)), f"rank {rank}"
         assert torch.equal(r["second"], torch.full((16,), 10 * total)), f"rank {rank}"
 
