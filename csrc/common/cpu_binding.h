@@ -5,8 +5,8 @@
 // by spinning (the long spin where every rank of the host has a core). Left to itself, the
 // kernel sometimes puts two ranks of a host on one CPU right after they start and leaves them
 // there for milliseconds while the other CPU is free: measured on 2 cores, the first 200 4 KiB
-// all_reduces ran at 20-35 us a call instead of 6 in 1-2 jobs of 20-40, both ranks on one CPU
-// for every call (docs/latency_cpu.md). A rank bound to its own CPU cannot be put there.
+// all_reduces ran 3.6-5.8x slower than the steady calls in 6 jobs of 137, both ranks on one CPU
+// for every call (docs/latency_cold_phase.md). A rank bound to its own CPU cannot be put there.
 // Opt-in: a binding also holds the user's thread and every thread it starts afterwards.
 #pragma once
 

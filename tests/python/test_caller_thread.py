@@ -77,10 +77,9 @@ def test_a_barrier_every_peer_has_entered_runs_on_the_callers_thread(pool, world
         assert r["collective"] == "barrier", r
         if rank == 0:
             assert r["thread"] == "caller", f"rank {rank}: {r}"
+            assert r["done_at_return"], "ran on the caller's thread, so done at return"
         else:  # handed over; the worker or, if it had not taken it yet, the thread that waits
             assert r["thread"] in QUEUED, f"rank {rank}: {r}"
-        if rank == 0:
-            assert r["done_at_return"], "ran on the caller's thread, so done at return"
 
 
 def all_gather_one_rank_at_a_time(ctx):
