@@ -41,17 +41,15 @@ void noteDefaultStream(const std::string& group, int rank, const at::Device& dev
 CudaCollectives::CudaCollectives(Store& store, Communicator& comm,
                                  FlightRecorder& recorder, int rank, int size, at::Device device,
                                  std::chrono::milliseconds timeout)
-    : rank_(rank), device_(device), groupName_(comm.groupName()) {
+    : rank_(rank), device_(device), groupName_(comm.groupName()), commStream_(device.index()) {
   CudaEngineOptions opts;
   opts.rank = rank;
   opts.size = size;
   opts.groupName = groupName_;
   opts.timeout = timeout;
   opts.links = cudaLinkOptionsFromEnv(device.index(), timeout);
+  opts.commStream = commStream_.raw();
   engine_ = std::make_unique<CudaRingEngine>(store, opts, communicatorHooks(comm, recorder));
-  if (engine_->usable()) {
-    commStream_ = c10::cuda::getStreamFromExternal(engine_->commStream(), device.index());
-  }
 }
 
 // The engine's shutdown: waits for the kernels, stops the watchdog, closes the links.
@@ -77,7 +75,7 @@ c10::intrusive_ptr<c10d::Work> CudaCollectives::run(const CheckScope& s, c10d::O
   call.timeout = timeout;
   call.caller = caller.stream();
   call.afterLaunch = [&](cudaStream_t) {
-    const c10::cuda::CUDAStream& comm = *commStream_;
+    const c10::cuda::CUDAStream comm = commStream_.stream();
     // The caller may drop its tensors now: their memory is not reused before the kernel on the
     // comm stream is done.
     for (const at::Tensor& t : inputs) {

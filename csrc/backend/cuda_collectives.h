@@ -23,6 +23,7 @@
 #include <optional>
 #include <vector>
 
+#include "backend/cuda_sync.h"
 #include "backend/cuda_work.h"
 #include "backend/tensor_checks.h"
 #include "executor/communicator.h"
@@ -80,8 +81,9 @@ class CudaCollectives {
   const int rank_;
   const at::Device device_;
   const std::string groupName_;
+  // The kernels' stream: declared before the engine, so that it outlives it.
+  DedicatedStream commStream_;
   std::unique_ptr<CudaRingEngine> engine_;
-  std::optional<c10::cuda::CUDAStream> commStream_;  // torch's view of the engine's comm stream
 };
 
 }  // namespace ring

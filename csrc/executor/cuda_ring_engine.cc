@@ -73,8 +73,12 @@ CudaRingEngine::CudaRingEngine(Store& store, const CudaEngineOptions& opts, Cuda
   // default stream). Why not torch's stream pool: the pool hands the same few streams to every
   // caller in the process, so another rank thread of this process, or a Future.then callback,
   // could get the stream a ring kernel spins on and queue work behind it.
-  checkCuda(cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking),
-            "cudaStreamCreateWithFlags", "creating the backend's stream");
+  commStream_ = opts.commStream;
+  if (commStream_ == nullptr) {
+    checkCuda(cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking),
+              "cudaStreamCreateWithFlags", "creating the backend's stream");
+    ownsCommStream_ = true;
+  }
   watchdog_ = std::make_unique<CudaWatchdog>(state_, device(), opts.groupName);
 }
 
@@ -84,7 +88,7 @@ CudaRingEngine::~CudaRingEngine() {
   // Work still queued on the stream completes; the runtime frees it afterwards. Destroying an
   // event whose record is pending is allowed too.
   if (ready_ != nullptr) (void)cudaEventDestroy(ready_);
-  if (commStream_ != nullptr) (void)cudaStreamDestroy(commStream_);
+  if (ownsCommStream_) (void)cudaStreamDestroy(commStream_);
   (void)cudaGetLastError();
 }
 

@@ -45,6 +45,10 @@ struct CudaEngineOptions {
   // The group's timeout: bounds the close protocol's wait at shutdown (with kCloseWait).
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
   CudaLinkOptions links;  // device, geometry, whether the kernels may run, store waits
+  // The stream the kernels run on, non-blocking and used by nothing else; the caller's, who
+  // keeps it beyond the engine (torch may record events on it later: backend/cuda_sync.h).
+  // Null: the engine creates one of its own and destroys it when it goes.
+  cudaStream_t commStream = nullptr;
 };
 
 // The link options the environment asks for (TORCH_RING_CUDA_KERNELS, _CHANNELS, _SLOTS,
@@ -120,6 +124,7 @@ class CudaRingEngine {
   std::mutex enqueueMutex_;
   ChannelCounters counters_{};
   cudaStream_t commStream_ = nullptr;
+  bool ownsCommStream_ = false;
   cudaEvent_t ready_ = nullptr;  // recorded on the caller's stream, waited on by the comm stream
   std::unique_ptr<CudaWatchdog> watchdog_;
   bool shutDown_ = false;

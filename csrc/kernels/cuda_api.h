@@ -8,4 +8,16 @@
 #include "kernels/host_shim.h"
 #else
 #include <cuda_runtime.h>
+
+namespace ring {
+
+// The project's one kernel launch (host_shim.h has the host builds'): cudaLaunchKernel's typed
+// form, which takes the parameters' sizes from the compiled kernel.
+template <typename... P>
+inline cudaError_t launchKernel(void (*kernel)(P...), dim3 grid, dim3 block, void** args,
+                                cudaStream_t stream) {
+  return cudaLaunchKernel(kernel, grid, block, args, 0, stream);
+}
+
+}  // namespace ring
 #endif

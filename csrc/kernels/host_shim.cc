@@ -103,7 +103,7 @@ void runGrid(dim3 grid, dim3 block, void (*body)(void* closure), void* closure) 
 }  // namespace ring
 
 #if defined(RING_CUDA_EMULATOR)
-// The device side of an emulated launch (cuda_emulator's <cuda_runtime.h> declares it): one
+// The device side of an emulated launch (cuda_emulator_launch.h declares it): one
 // block's threads with their built-ins and barrier; the emulator starts each block once the
 // emulated device has room for it, so blocks are co-resident only as far as the device allows.
 void cudaemu::runBlockThreads(const BlockLaunch& launch) {

@@ -36,7 +36,24 @@
 #include <type_traits>
 #include <utility>
 
-// ---- qualifiers: plain C++ functions on the host ---------------------------------------------------
+// ---- the runtime underneath, then the qualifiers as plain C++ --------------------------------------
+// Under the emulator, <cuda_runtime.h> is the tests' own (api/cuda_runtime.h, the C++ tests) or
+// CUDA's (the extension built to run over the emulator as libcudart.so.13); either way the
+// vector types and the runtime API come from it, and launches from cuda_emulator_launch.h.
+#if defined(RING_CUDA_EMULATOR)
+#include <cuda_runtime.h>
+#include <cuda_emulator_launch.h>
+#endif
+
+// CUDA's headers define these as attributes for nvcc only (empty for a host compiler), or as
+// an always-inline attribute (__forceinline__): redefined here as what the host build needs.
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __forceinline__
+#undef __noinline__
+#undef __launch_bounds__
+#undef __grid_constant__
 #define __global__
 #define __device__
 #define __host__
@@ -46,9 +63,7 @@
 #define __grid_constant__
 
 // ---- vector and index types ------------------------------------------------------------------------
-#if defined(RING_CUDA_EMULATOR)
-#include <cuda_runtime.h>  // the emulated runtime: vector types and the whole runtime API
-#else
+#if !defined(RING_CUDA_EMULATOR)
 struct alignas(16) uint4 {
   unsigned int x, y, z, w;
 };
@@ -266,3 +281,20 @@ inline cudaError_t cudaLaunchKernel(void (*kernel)(P...), dim3 grid, dim3 block,
 }
 
 #endif  // !RING_CUDA_EMULATOR
+
+namespace ring {
+
+// The project's one kernel launch (kernels/cuda_api.h has the GPU build's): on the emulated
+// runtime a typed launch that copies the arguments now and runs later on the stream; on the
+// synchronous shim, the typed cudaLaunchKernel above.
+template <typename... P>
+inline cudaError_t launchKernel(void (*kernel)(P...), dim3 grid, dim3 block, void** args,
+                                cudaStream_t stream) {
+#if defined(RING_CUDA_EMULATOR)
+  return cudaemu::launchTyped(kernel, grid, block, args, 0, stream);
+#else
+  return cudaLaunchKernel(kernel, grid, block, args, 0, stream);
+#endif
+}
+
+}  // namespace ring

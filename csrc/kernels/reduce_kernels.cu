@@ -51,8 +51,8 @@ template <typename... P>
 std::string launchOver(void (*kernel)(P...), int64_t count, void* stream,
                        typename Exactly<P>::type... args) {
   void* argv[] = {&args...};
-  cudaError_t e = cudaLaunchKernel(kernel, dim3(gridFor(count)), dim3(kThreads), argv, 0,
-                                   static_cast<cudaStream_t>(stream));
+  cudaError_t e = launchKernel(kernel, dim3(gridFor(count)), dim3(kThreads), argv,
+                               static_cast<cudaStream_t>(stream));
   return e == cudaSuccess ? std::string() : std::string(cudaGetErrorString(e));
 }
 

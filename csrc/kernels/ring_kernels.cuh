@@ -487,7 +487,7 @@ cudaError_t launchRingKernelFor(RedOp op, const RingKernelParams& p, cudaStream_
   switch (op) {
 #define RING_LAUNCH_OP(OP)                                                      \
   case RedOp::OP:                                                               \
-    return cudaLaunchKernel(&ringKernel<D, RedOp::OP>, grid, block, args, 0, stream);
+    return launchKernel(&ringKernel<D, RedOp::OP>, grid, block, args, stream);
     RING_FOR_EACH_OP(RING_LAUNCH_OP)
 #undef RING_LAUNCH_OP
     default:
@@ -502,12 +502,14 @@ cudaError_t inspectRingKernelsFor(RingKernelFootprint* f) {
   cudaFuncAttributes attr;
   int blocks = 0;
   cudaError_t e = cudaSuccess;
+// The runtime's C entries name a kernel by its address (CUDA's typed wrappers of them exist for
+// nvcc only, and a host build may compile against CUDA's headers).
 #define RING_INSPECT_OP(OP)                                                                   \
-  e = cudaFuncGetAttributes(&attr, &ringKernel<D, RedOp::OP>);                                \
+  e = cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(&ringKernel<D, RedOp::OP>)); \
   if (e != cudaSuccess) return e;                                                             \
   if (attr.localSizeBytes > f->maxLocalBytes) f->maxLocalBytes = attr.localSizeBytes;         \
-  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, &ringKernel<D, RedOp::OP>,       \
-                                                    kRingThreads, 0);                         \
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(                                         \
+      &blocks, reinterpret_cast<const void*>(&ringKernel<D, RedOp::OP>), kRingThreads, 0);    \
   if (e != cudaSuccess) return e;                                                             \
   if (f->minBlocksPerSm < 0 || blocks < f->minBlocksPerSm) f->minBlocksPerSm = blocks;
   RING_FOR_EACH_OP(RING_INSPECT_OP)

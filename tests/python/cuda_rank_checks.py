@@ -10,12 +10,20 @@ import torch.distributed as dist
 
 from cuda_reference import (
     ALL_DTYPES, ALL_GATHER_SINGLE, REDUCE_SCATTER_SINGLE, SMALL_COUNTS, MiB, PathCounter, Report,
-    _random_floats, _setup, _sync, digest, expected_period, factor_for, ops_for, period_of,
-    reduce_op, tile)
+    _random_floats, _setup, _sync, device_usable, digest, expected_period, factor_for, on,
+    ops_for, period_of, reduce_op, tile)
 
+
+
+def _cpu_path_on_the_ring():
+    """The CPU reference of the random-float checks is the CPU path's ring, whose order of
+    additions the CUDA kernels follow; a small all_reduce would otherwise take one direct
+    round, which adds in another order once three or more ranks contribute."""
+    os.environ["TORCH_RING_DIRECT_BYTES"] = "0"
 
 
 def rank_all_reduce_sweep(large_bytes, device="cuda", counts=SMALL_COUNTS):
+    _cpu_path_on_the_ring()
     rank, world, dev = _setup(device=device)
     paths = PathCounter(dev)
     rep = Report()
@@ -63,6 +71,7 @@ def rank_all_reduce_sweep(large_bytes, device="cuda", counts=SMALL_COUNTS):
 
 
 def rank_other_collectives(device="cuda"):
+    _cpu_path_on_the_ring()
     rank, world, dev = _setup(device=device)
     paths = PathCounter(dev)
     rep = Report()
@@ -93,12 +102,12 @@ def rank_other_collectives(device="cuda"):
     for dtype in ALL_DTYPES:
         periods = [period_of(r, dtype, "PAYLOAD", seed=4) for r in range(world)]
         for count in SMALL_COUNTS:
-            want = torch.cat([tile(p, count, dev) for p in periods])
+            want = torch.cat([tile(p, count, "cpu") for p in periods])
             x = tile(periods[rank], count, dev)
             out = torch.empty(world * count, dtype=dtype, device=dev)
             ALL_GATHER_SINGLE(out, x)
             rep.check(f"all_gather {dtype} count {count}", out, want)
-            out2 = torch.zeros(world * count, dtype=dtype, device=dev)
+            out2 = on(dev, torch.zeros(world * count, dtype=dtype))
             own = out2.narrow(0, rank * count, count)
             own.copy_(x)
             ALL_GATHER_SINGLE(out2, own)
@@ -122,29 +131,30 @@ def rank_other_collectives(device="cuda"):
                           tile(periods[root], count, dev))
     # A staged collective (list all_gather: the one staged call of this function) between
     # kernel collectives, then a barrier.
-    x = torch.full((1000,), rank + 1, dtype=torch.int32, device=dev)
+    x = on(dev, torch.full((1000,), rank + 1, dtype=torch.int32))
     outs = [torch.empty_like(x) for _ in range(world)]
     dist.all_gather(outs, x)
     for r in range(world):
-        rep.check(f"list all_gather block {r}", outs[r], torch.full_like(x, r + 1))
-    y = torch.ones(7, device=dev)
+        rep.check(f"list all_gather block {r}", outs[r],
+                  torch.full((1000,), r + 1, dtype=torch.int32))
+    y = on(dev, torch.ones(7))
     dist.all_reduce(y)
     dist.barrier()
-    rep.check("all_reduce after staged", y, torch.full_like(y, world))
+    rep.check("all_reduce after staged", y, torch.full((7,), float(world)))
     # Bad input: clear errors before any communication, the group stays usable.
     errors = {}
     for label, call in {
-        "mixed devices": lambda: ALL_GATHER_SINGLE(torch.empty(world * 4), torch.ones(4, device=dev)),
-        "non-contiguous": lambda: dist.all_reduce(torch.ones(4, 4, device=dev).t()),
+        "mixed devices": lambda: ALL_GATHER_SINGLE(torch.empty(world * 4), on(dev, torch.ones(4))),
+        "non-contiguous": lambda: dist.all_reduce(on(dev, torch.ones(4, 4)).t()),
     }.items():
         try:
             call()
             errors[label] = None
         except Exception as e:  # noqa: BLE001
             errors[label] = f"{type(e).__name__}: {e}"
-    z = torch.ones(3, device=dev)
+    z = on(dev, torch.ones(3))
     dist.all_reduce(z)
-    rep.check("all_reduce after bad input", z, torch.full_like(z, world))
+    rep.check("all_reduce after bad input", z, torch.full((3,), float(world)))
     _sync(dev)
     counted = paths.done()
     dist.destroy_process_group()
@@ -187,7 +197,7 @@ def rank_timeout(timeout_s):
     DistBackendError within the timeout plus slack, and its GPU must stay usable."""
     rank, world, dev = _setup(timeout_s)
     paths = PathCounter(dev)
-    x = torch.ones(1 << 16, device=dev)
+    x = on(dev, torch.ones(1 << 16))
     dist.all_reduce(x)  # the CUDA set-up is collective: do it before the skip
     torch.cuda.synchronize()
     result = {}
@@ -203,7 +213,7 @@ def rank_timeout(timeout_s):
         except Exception as e:  # noqa: BLE001
             result["error"] = (type(e).__name__, str(e))
         torch.cuda.synchronize()
-        result["gpu_usable"] = torch.ones(4, device=dev).sum().item() == 4
+        result["gpu_usable"] = device_usable(dev)
         result["paths_before_next"] = paths.done()
     else:
         time.sleep(timeout_s + 3)
@@ -222,10 +232,10 @@ def rank_mismatch():
     fails with DistBackendError, and nobody hangs."""
     rank, world, dev = _setup(30)
     paths = PathCounter(dev)
-    x = torch.ones(16, device=dev)
+    x = on(dev, torch.ones(16))
     dist.all_reduce(x)
     torch.cuda.synchronize()
-    y = torch.ones(100 * (rank + 1), device=dev)
+    y = on(dev, torch.ones(100 * (rank + 1)))
     start = time.monotonic()
     work = dist.all_reduce(y, async_op=True)
     while not work.is_completed() and time.monotonic() - start < 60:
@@ -249,27 +259,26 @@ def rank_staged_over_tcp(device="cuda"):
     paths = PathCounter(dev)
     rep = Report()
     n = (1 << 20) + 3
-    x = torch.arange(n, device=dev, dtype=torch.float32) % 251 + rank
+    x = on(dev, torch.arange(n, dtype=torch.float32) % 251 + rank)
     dist.all_reduce(x)
-    want = (torch.arange(n, device=dev, dtype=torch.float32) % 251) * world + sum(range(world))
+    want = (torch.arange(n, dtype=torch.float32) % 251) * world + sum(range(world))
     rep.check("all_reduce", x, want)
-    b = torch.full((4099,), float(rank), device=dev, dtype=torch.float64)
+    b = on(dev, torch.full((4099,), float(rank), dtype=torch.float64))
     dist.broadcast(b, src=world - 1)
-    rep.check("broadcast", b, torch.full_like(b, float(world - 1)))
+    rep.check("broadcast", b, torch.full((4099,), float(world - 1), dtype=torch.float64))
     g = torch.empty(world * 1000, device=dev, dtype=torch.bfloat16)
-    dist.all_gather_into_tensor(g, torch.full((1000,), float(rank), device=dev,
-                                              dtype=torch.bfloat16))
-    rep.check("all_gather_into_tensor", g, torch.arange(world, device=dev).repeat_interleave(
-        1000).to(torch.bfloat16))
+    dist.all_gather_into_tensor(g, on(dev, torch.full((1000,), float(rank), dtype=torch.bfloat16)))
+    rep.check("all_gather_into_tensor", g,
+              torch.arange(world).repeat_interleave(1000).to(torch.bfloat16))
     out = torch.empty(777, device=dev, dtype=torch.int32)
-    dist.reduce_scatter_tensor(out, torch.ones(world * 777, device=dev, dtype=torch.int32))
-    rep.check("reduce_scatter_tensor", out, torch.full_like(out, world))
-    p = torch.full((12345,), float(rank + 1), device=dev)
+    dist.reduce_scatter_tensor(out, on(dev, torch.ones(world * 777, dtype=torch.int32)))
+    rep.check("reduce_scatter_tensor", out, torch.full((777,), world, dtype=torch.int32))
+    p = on(dev, torch.full((12345,), float(rank + 1)))
     if rank == 0:
         dist.send(p, 1)
     elif rank == 1:
         dist.recv(p, 0)
-        rep.check("recv", p, torch.ones_like(p))
+        rep.check("recv", p, torch.ones(12345))
     _sync(dev)
     counted = paths.done()
     dist.destroy_process_group()

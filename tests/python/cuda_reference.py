@@ -111,7 +111,25 @@ def expected_period(periods, op, dtype, factor=None):
 
 
 def tile(period, count, device):
-    return period.to(device).repeat(count // PERIOD + 1)[:count].contiguous()
+    """`count` values of the period, repeated: built on the CPU and copied to `device`, so that
+    no torch kernel runs (on the emulated CUDA runtime none can)."""
+    return period.repeat(count // PERIOD + 1)[:count].contiguous().to(device)
+
+
+def on(device, cpu_tensor):
+    """`cpu_tensor` copied to `device`: how a test makes a CUDA tensor without a torch kernel."""
+    return cpu_tensor.contiguous().to(device)
+
+
+def on_emulated_runtime():
+    """Whether torch runs over this project's emulated CUDA runtime
+    (scripts/test_cuda_emulated.sh), where torch's own kernels cannot run."""
+    return torch.cuda.is_available() and torch.cuda.get_device_name(0).startswith(
+        "Emulated CUDA device")
+
+
+NEEDS_TORCH_KERNELS = ("needs torch's own CUDA kernels, which the emulated CUDA runtime refuses; "
+                       "runs on a GPU (scripts/gpu_check.sh)")
 
 
 def same_bits(got, want):
@@ -149,6 +167,8 @@ class Report:
         self.checked = 0
 
     def check(self, label, got, want):
+        # Compared on the CPU: no torch kernel runs on a device for the comparison.
+        got, want = got.cpu(), want.cpu()
         self.checked += 1
         if not same_bits(got, want):
             self.failures.append(f"{label}: {first_difference(got, want)}")
@@ -166,6 +186,14 @@ def _setup(timeout_s=TIMEOUT_S, device="cuda"):
     dist.init_process_group("ring", timeout=datetime.timedelta(seconds=timeout_s))
     dev = torch.device("cuda", 0) if device == "cuda" else torch.device("cpu")
     return dist.get_rank(), dist.get_world_size(), dev
+
+
+def device_usable(dev):
+    """Whether the device still works: a round trip of copies, and on a GPU a kernel too."""
+    values = torch.arange(4.0)
+    if not torch.equal(on(dev, values).cpu(), values):
+        return False
+    return on_emulated_runtime() or torch.ones(4, device=dev).sum().item() == 4
 
 
 def _sync(dev):

@@ -1,4 +1,4 @@
-"""CUDA tensors on the CUDA ring kernels (skipped without a GPU).
+"""CUDA tensors on the CUDA ring kernels (skipped without a GPU or the emulated CUDA runtime).
 
 Ranks are processes that all use cuda:0 (several ranks on ONE GPU, linked by CUDA IPC), plus
 one test with threads as ranks in this process (direct pointers). Inputs are built on the GPU
@@ -15,8 +15,11 @@ host memory (torch_ring_backend._C.kernel_call_count / staged_call_count): a tes
 the kernels fails if any of its kernel-path calls was staged, since every value check would
 still pass while testing nothing of the kernels.
 
-scripts/gpu_check.sh runs this file on the GPU machine; its reference is cuda_reference.py and
-its rank functions are in cuda_rank_checks.py, beside it.
+scripts/gpu_check.sh runs this file on the GPU machine; scripts/test_cuda_emulated.sh runs it in
+CI over the emulated CUDA runtime, where torch's own kernels are refused: inputs are built on the
+CPU and copied over, results are compared after .cpu(), and the tests that need torch's kernels
+(DDP, SyncBatchNorm, nccl, a sleeping producer kernel) skip there with that reason. Its reference
+is cuda_reference.py and its rank functions are in cuda_rank_checks.py, beside it.
 """
 import datetime
 import os
@@ -39,14 +42,18 @@ pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(
         not torch.cuda.is_available(),
-        reason="needs a CUDA GPU: the CUDA ring kernels run only on a device "
-               "(torch.cuda.is_available() is False here)"),
+        reason="needs a CUDA GPU or the emulated CUDA runtime (scripts/test_cuda_emulated.sh): "
+               "torch.cuda.is_available() is False here"),
 ]
 
 from cuda_rank_checks import (
     rank_against_nccl, rank_all_reduce_sweep, rank_ddp, rank_mismatch, rank_other_collectives,
     rank_staged_over_tcp, rank_stream_order, rank_sync_batch_norm, rank_timeout)
-from cuda_reference import KERNEL_COLLECTIVES, LARGE_BYTES, MiB, _path_counts
+from cuda_reference import (  # noqa: E402
+    KERNEL_COLLECTIVES, LARGE_BYTES, NEEDS_TORCH_KERNELS, MiB, _path_counts, on,
+    on_emulated_runtime)
+
+needs_torch_kernels = pytest.mark.skipif(on_emulated_runtime(), reason=NEEDS_TORCH_KERNELS)
 
 
 # ---- tests -----------------------------------------------------------------------------------------
@@ -97,14 +104,9 @@ def test_threads_as_ranks_in_one_process():
 
     before = _path_counts()
     counts = (0, 1, 4099, 1 * MiB + 3)
-    # torch loads its own kernels lazily, and the first launch of one can synchronise the
-    # context, which never goes idle while a rank's ring kernel spins waiting for the other
-    # rank: every torch kernel the rank threads use runs once here first (only the ring
-    # kernels are preloaded by the backend).
-    for count in counts:
-        warm = torch.full((count,), 1.0, device="cuda:0")
-        bool((warm == 3.0).all())
-    torch.cuda.synchronize()
+    # The rank threads run no torch kernel (inputs are copies, results are read after .cpu()):
+    # torch loads its kernels lazily, and the first launch of one can synchronise the context,
+    # which never goes idle while a rank's ring kernel spins waiting for the other rank.
     # Both ranks have enqueued their kernel before either makes its stream wait or runs the
     # next torch kernel, so neither's queue can hold the other's kernel back.
     enqueued = threading.Barrier(world, timeout=60)
@@ -119,11 +121,11 @@ def test_threads_as_ranks_in_one_process():
             # wait() would queue rank 1's next kernel behind kernel 0, which waits for it.
             with torch.cuda.stream(torch.cuda.Stream()):
                 for count in counts:
-                    x = torch.full((count,), float(rank + 1), device="cuda:0")
+                    x = on("cuda:0", torch.full((count,), float(rank + 1)))
                     work = backends[rank].allreduce([x], dist.AllreduceOptions())
                     enqueued.wait()
                     work.wait()
-                    outs.append(bool((x == sum(range(1, world + 1))).all()))
+                    outs.append(bool((x.cpu() == sum(range(1, world + 1))).all()))
                 torch.cuda.current_stream().synchronize()
             results[rank] = outs
         except Exception as e:  # noqa: BLE001
@@ -153,6 +155,7 @@ def test_threads_as_ranks_in_one_process():
     assert time.monotonic() - started < 10, "the two backends did not close together"
 
 
+@needs_torch_kernels
 def test_stream_order():
     for res in run_on_local_ranks(rank_stream_order, 2, timeout_s=300):
         assert all(ok for pair in res["outcomes"] for ok in pair), res
@@ -202,6 +205,7 @@ def test_cuda_tensors_over_tcp_are_staged_and_exact():
     _no_failures(results)  # counts: every call staged, none on the kernels
 
 
+@needs_torch_kernels
 def test_sync_batch_norm_matches_one_batch_norm():
     for res in run_on_local_ranks(rank_sync_batch_norm, 2, timeout_s=300):
         assert res["out"] < 1e-4 and res["grad"] < 1e-4 and res["running_mean"] < 1e-5, res
@@ -227,6 +231,7 @@ def _nccl_two_ranks_on_one_gpu():
 NCCL_ENV = {"NCCL_MULTI_RANK_GPU_ENABLE": "1"}
 
 
+@needs_torch_kernels
 def test_ddp_two_ranks_on_one_gpu_against_gloo():
     results = run_on_local_ranks(rank_ddp, 2, "gloo", timeout_s=300)
     assert results[0]["digest"] == results[1]["digest"], "ranks' parameters differ"
@@ -238,6 +243,7 @@ def test_ddp_two_ranks_on_one_gpu_against_gloo():
         _assert_paths(res, staged=None)
 
 
+@needs_torch_kernels
 def test_ddp_two_ranks_on_one_gpu_against_nccl():
     why = _nccl_two_ranks_on_one_gpu()
     if why:
@@ -248,6 +254,7 @@ def test_ddp_two_ranks_on_one_gpu_against_nccl():
         _assert_paths(res, staged=None)
 
 
+@needs_torch_kernels
 def test_each_kernel_collective_against_nccl():
     why = _nccl_two_ranks_on_one_gpu()
     if why:

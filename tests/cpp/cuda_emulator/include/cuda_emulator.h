@@ -11,6 +11,9 @@
 //   CUDA_EMULATOR_LOCAL_BYTES=0      per-thread local memory of every kernel (its stack need)
 //   CUDA_EMULATOR_STACK_BYTES=1024   the device's stack limit at start
 //   CUDA_EMULATOR_PEER_ACCESS=1      0: cudaDeviceCanAccessPeer is 0 between distinct devices
+//   CUDA_EMULATOR_LAUNCH_DELAY_MS=0  every kernel, when its turn on its stream comes, first
+//                                    waits this long (a slow kernel: work ordered after it
+//                                    only by a missing wait then reads stale data)
 //   CUDA_EMULATOR_FAIL=cudaIpcGetMemHandle:801,cudaMalloc:2   calls that fail with that code
 #pragma once
 
@@ -30,6 +33,7 @@ struct Config {
   size_t kernelLocalBytes = 0;
   size_t initialStackBytes = 1024;
   bool peerAccess = true;
+  std::chrono::milliseconds launchDelay{0};
 };
 
 // The configuration in force (the environment's, until setConfig).

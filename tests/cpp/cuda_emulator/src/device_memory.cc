@@ -117,8 +117,12 @@ bool processLives(int32_t pid) {
   return state != 'Z' && state != 'X';
 }
 
-// Whether [p, p + bytes) lies in memory a kernel or a copy engine may touch: a cudaMalloc
-// allocation, a mapped IPC handle, or a cudaHostAlloc allocation (caller holds rt.mutex).
+}  // namespace
+
+namespace cudaemu {
+namespace detail {
+namespace {
+
 template <typename Map>
 bool inside(const Map& m, uintptr_t p, size_t bytes) {
   auto it = m.upper_bound(p);
@@ -126,13 +130,19 @@ bool inside(const Map& m, uintptr_t p, size_t bytes) {
   --it;
   return p >= it->first && p + bytes <= it->first + it->second.bytes;
 }
+
+}  // namespace
+
 bool deviceAccessible(Runtime& rt, const void* ptr, size_t bytes) {
   const auto p = reinterpret_cast<uintptr_t>(ptr);
   return inside(rt.allocations, p, bytes) || inside(rt.mappings, p, bytes) ||
-         inside(rt.hostAllocations, p, bytes);
+         inside(rt.hostAllocations, p, bytes) || inside(rt.registered, p, bytes);
 }
 
-}  // namespace
+}  // namespace detail
+}  // namespace cudaemu
+
+using cudaemu::detail::deviceAccessible;
 
 cudaError_t cudaMalloc(void** devPtr, size_t size) {
   if (cudaError_t e = enter("cudaMalloc")) return fail(e);
@@ -290,7 +300,8 @@ cudaError_t cudaHostAlloc(void** hostPtr, size_t size, unsigned int flags) {
   if (p == MAP_FAILED) return fail(cudaErrorMemoryAllocation);
   Runtime& rt = runtime();
   std::lock_guard<std::mutex> lock(rt.mutex);
-  rt.hostAllocations[reinterpret_cast<uintptr_t>(p)] = cudaemu::detail::HostAllocation{size, flags};
+  rt.hostAllocations[reinterpret_cast<uintptr_t>(p)] = cudaemu::detail::HostAllocation{
+      size, flags, cudaemu::detail::currentDevice()};
   ++rt.counters.liveHostAllocations;
   *hostPtr = p;
   return cudaSuccess;

@@ -3,6 +3,9 @@
 // API, cudaEventRecord). A never-recorded event stands for no work and reads as complete.
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <chrono>
+
 #include "runtime.h"
 #include "submit.h"
 
@@ -24,6 +27,44 @@ bool lastRecord(cudaEvent_t event, std::shared_ptr<StreamCore>* stream, uint64_t
   return true;
 }
 
+// A record is an action of the stream (the legacy stream's rule applies); its position is the
+// stream's once everything enqueued so far has run. A timing event also notes when that was.
+cudaError_t recordEvent(cudaEvent_t event, cudaStream_t stream) {
+  std::shared_ptr<std::atomic<int64_t>> reachedAt;
+  {
+    Runtime& rt = runtime();
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    if (event == nullptr || rt.events.count(event) == 0) {
+      return fail(cudaErrorInvalidResourceHandle);
+    }
+    if ((event->flags & cudaEventDisableTiming) == 0) {
+      reachedAt = std::make_shared<std::atomic<int64_t>>(0);
+    }
+  }
+  cudaemu::detail::Operation marker = [] {};
+  if (reachedAt != nullptr) {
+    marker = [reachedAt] {
+      reachedAt->store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::steady_clock::now().time_since_epoch())
+                           .count());
+    };
+  }
+  std::shared_ptr<StreamCore> core;
+  uint64_t position = 0;
+  if (cudaError_t e = cudaemu::detail::submit(stream, std::move(marker), &core, &position)) {
+    return fail(e);
+  }
+  if (core->captureStatus() != 0) return cudaSuccess;  // captured into the graph, not recorded
+  Runtime& rt = runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  // Destroyed meanwhile, by another thread.
+  if (rt.events.count(event) == 0) return fail(cudaErrorInvalidResourceHandle);
+  event->stream = core;
+  event->position = position;
+  event->reachedAt = reachedAt;
+  return cudaSuccess;
+}
+
 }  // namespace
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
@@ -36,7 +77,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   }
   Runtime& rt = runtime();
   std::lock_guard<std::mutex> lock(rt.mutex);
-  auto* handle = new cudaemu::EventHandle(flags, cudaemu::detail::currentDevice());
+  auto* handle = new CUevent_st(flags, cudaemu::detail::currentDevice());
   rt.events.insert(handle);
   ++rt.counters.liveEvents;
   *event = handle;
@@ -47,28 +88,16 @@ cudaError_t cudaEventCreate(cudaEvent_t* event) {
   return cudaEventCreateWithFlags(event, cudaEventDefault);
 }
 
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
+  if (cudaError_t e = enter("cudaEventRecordWithFlags")) return fail(e);
+  // cudaEventRecordExternal only changes what a capture records; outside one it is a record.
+  if ((flags & ~cudaEventRecordExternal) != 0) return fail(cudaErrorInvalidValue);
+  return recordEvent(event, stream);
+}
+
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (cudaError_t e = enter("cudaEventRecord")) return fail(e);
-  {
-    Runtime& rt = runtime();
-    std::lock_guard<std::mutex> lock(rt.mutex);
-    if (event == nullptr || rt.events.count(event) == 0) {
-      return fail(cudaErrorInvalidResourceHandle);
-    }
-  }
-  // A record is an action of the stream (the legacy stream's rule applies); its position is
-  // the stream's once everything enqueued so far has run.
-  std::shared_ptr<StreamCore> core;
-  uint64_t position = 0;
-  if (cudaError_t e = cudaemu::detail::submit(stream, [] {}, &core, &position)) return fail(e);
-  if (core->captureStatus() != 0) return cudaSuccess;  // captured into the graph, not recorded
-  Runtime& rt = runtime();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  // Destroyed meanwhile, by another thread.
-  if (rt.events.count(event) == 0) return fail(cudaErrorInvalidResourceHandle);
-  event->stream = core;
-  event->position = position;
-  return cudaSuccess;
+  return recordEvent(event, stream);
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
@@ -110,5 +139,27 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   // Allowed with a record still pending: the stream finishes its work regardless.
   delete event;
   --rt.counters.liveEvents;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (cudaError_t e = enter("cudaEventElapsedTime")) return fail(e);
+  if (ms == nullptr) return fail(cudaErrorInvalidValue);
+  std::shared_ptr<std::atomic<int64_t>> a, b;
+  {
+    Runtime& rt = runtime();
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    if (rt.events.count(start) == 0 || rt.events.count(end) == 0) {
+      return fail(cudaErrorInvalidResourceHandle);
+    }
+    // Never recorded, or created without timing: no time to tell (CUDA's error for both).
+    a = start->reachedAt;
+    b = end->reachedAt;
+  }
+  if (a == nullptr || b == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  const int64_t ta = a->load();
+  const int64_t tb = b->load();
+  if (ta == 0 || tb == 0) return fail(cudaErrorNotReady);
+  *ms = static_cast<float>(static_cast<double>(tb - ta) / 1e6);
   return cudaSuccess;
 }

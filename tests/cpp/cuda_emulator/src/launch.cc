@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "cuda_emulator_launch.h"
 #include "runtime.h"
 #include "submit.h"
 
@@ -54,6 +55,14 @@ void runGrid(DeviceState* d, const void* kernel, dim3 grid, dim3 block,
   // which first waits for the device to finish all other work (the hazard that sizing the
   // stack at set-up, before any kernel spins, avoids).
   const size_t need = localBytesOf(kernel);
+  std::chrono::milliseconds delay{0};
+  {
+    Runtime& rt = runtime();
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    delay = rt.config.launchDelay;
+  }
+  // A slow kernel (a test control): everything ordered after it waits this much longer.
+  if (delay.count() > 0) std::this_thread::sleep_for(delay);
   bool grow;
   {
     std::lock_guard<std::mutex> lock(d->mutex);
@@ -117,12 +126,13 @@ cudaError_t enqueueLaunch(const void* kernel, dim3 grid, dim3 block, size_t shar
   {
     Runtime& rt = runtime();
     std::lock_guard<std::mutex> lock(rt.mutex);
-    int ordinal = detail::currentDevice();
-    if (stream != nullptr) {
-      if (rt.streams.count(stream) == 0) return fail(cudaErrorInvalidResourceHandle);
-      ordinal = stream->core->device;
+    std::shared_ptr<detail::StreamCore> core = detail::streamOf(rt, stream);
+    if (core == nullptr) {
+      return fail(detail::isLegacyHandle(stream) || stream == cudaStreamPerThread
+                      ? cudaErrorInvalidDevice
+                      : cudaErrorInvalidResourceHandle);
     }
-    d = detail::deviceOf(rt, ordinal);
+    d = detail::deviceOf(rt, core->device);
     if (d == nullptr) return fail(cudaErrorInvalidDevice);
   }
   cudaError_t e = detail::submit(stream, [d, kernel, grid, block, launch, runBlock] {

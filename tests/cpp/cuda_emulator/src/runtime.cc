@@ -40,12 +40,26 @@ struct ThreadState {
   uint64_t generation = 0;
   int device = 0;
   cudaError_t lastError = cudaSuccess;
+  int captureMode = cudaStreamCaptureModeGlobal;
+  // The per-thread default stream of each device, made on first use.
+  std::map<int, std::shared_ptr<StreamCore>> perThread;
+  ~ThreadState() {
+    // The thread is gone: its per-thread streams finish their work, then their threads exit.
+    for (auto& entry : perThread) entry.second->retire();
+  }
 };
 
 ThreadState& threadState() {
   thread_local ThreadState state;
   const uint64_t now = gGeneration.load();
-  if (state.generation != now) state = ThreadState{now, 0, cudaSuccess};
+  if (state.generation != now) {
+    // A forked child: the parent's streams have no threads here; forget them.
+    state.perThread.clear();
+    state.generation = now;
+    state.device = 0;
+    state.lastError = cudaSuccess;
+    state.captureMode = cudaStreamCaptureModeGlobal;
+  }
   return state;
 }
 
@@ -82,6 +96,7 @@ Config configFromEnvironment(std::map<std::string, cudaError_t>* failures) {
   c.kernelLocalBytes = static_cast<size_t>(envInt("CUDA_EMULATOR_LOCAL_BYTES", 0));
   c.initialStackBytes = static_cast<size_t>(envInt("CUDA_EMULATOR_STACK_BYTES", 1024));
   c.peerAccess = envInt("CUDA_EMULATOR_PEER_ACCESS", 1) != 0;
+  c.launchDelay = std::chrono::milliseconds(envInt("CUDA_EMULATOR_LAUNCH_DELAY_MS", 0));
   // "api:code,api:code"
   if (const char* v = std::getenv("CUDA_EMULATOR_FAIL")) {
     std::string list(v);
@@ -130,6 +145,18 @@ DeviceState* deviceOf(Runtime& rt, int ordinal) {
 
 int& currentDevice() { return threadState().device; }
 
+int& captureInteractionMode() { return threadState().captureMode; }
+
+std::shared_ptr<StreamCore> perThreadStream(DeviceState& device) {
+  std::shared_ptr<StreamCore>& s = threadState().perThread[device.ordinal];
+  if (s == nullptr) {
+    s = std::make_shared<StreamCore>(device.ordinal, /*blocking=*/true, /*legacy=*/false);
+    s->start();
+    device.streams.push_back(s);
+  }
+  return s;
+}
+
 cudaError_t fail(cudaError_t error) {
   // cudaErrorNotReady is a status, not an error: it is never kept as the last error.
   if (error != cudaSuccess && error != cudaErrorNotReady) threadState().lastError = error;
@@ -177,7 +204,8 @@ cudaError_t enter(const char* api) {
     if (d != rt.delays.end()) delay = d->second;
   }
   if (delay.count() > 0) std::this_thread::sleep_for(delay);
-  return injected;
+  if (injected != cudaSuccess) return injected;
+  return captureRulesAllow(api);
 }
 
 void fatal(const std::string& what) {

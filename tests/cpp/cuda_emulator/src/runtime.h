@@ -3,6 +3,7 @@
 // thread's current device and last error.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -16,29 +17,38 @@
 #include "cuda_emulator.h"
 #include "stream_core.h"
 
-namespace cudaemu {
-
-class StreamHandle {
- public:
-  explicit StreamHandle(std::shared_ptr<detail::StreamCore> c) : core(std::move(c)) {}
-  const std::shared_ptr<detail::StreamCore> core;
+// The runtime's handles, under the names CUDA's own headers give their opaque structs (so that
+// the same sources build against either header: the tests' api/cuda_runtime.h or CUDA's).
+struct CUstream_st {
+  CUstream_st(std::shared_ptr<cudaemu::detail::StreamCore> c, int p)
+      : core(std::move(c)), priority(p) {}
+  const std::shared_ptr<cudaemu::detail::StreamCore> core;
+  const int priority;  // only reported back: the emulated device has no scheduler to honour it
 };
 
-class EventHandle {
- public:
-  EventHandle(unsigned int f, int dev) : flags(f), device(dev) {}
+struct CUevent_st {
+  CUevent_st(unsigned int f, int dev) : flags(f), device(dev) {}
   const unsigned int flags;
   const int device;
   // The last record: the stream and its position then (position 0: never recorded, which
   // reads as complete). Guarded by Runtime::mutex.
-  std::shared_ptr<detail::StreamCore> stream;
+  std::shared_ptr<cudaemu::detail::StreamCore> stream;
   uint64_t position = 0;
+  // With timing: when the last record's place in its stream was reached (nanoseconds of the
+  // steady clock; 0 until then).
+  std::shared_ptr<std::atomic<int64_t>> reachedAt;
 };
 
-class GraphHandle {
- public:
-  std::vector<detail::Operation> operations;  // captured, never run (no cudaGraphLaunch)
+struct CUgraph_st {
+  std::vector<cudaemu::detail::Operation> operations;  // captured, in order
 };
+
+// An instantiated graph: launching it runs the captured operations again, in their order.
+struct CUgraphExec_st {
+  std::vector<cudaemu::detail::Operation> operations;
+};
+
+namespace cudaemu {
 
 namespace detail {
 
@@ -80,6 +90,7 @@ struct IpcMapping {
 struct HostAllocation {
   size_t bytes;
   unsigned int flags;
+  int device;  // current when it was allocated or registered
 };
 
 struct Runtime {
@@ -88,9 +99,10 @@ struct Runtime {
   Config config;
   std::mutex mutex;  // guards everything here but the devices' own fields
   std::vector<std::unique_ptr<DeviceState>> devices;
-  std::set<StreamHandle*> streams;
-  std::set<EventHandle*> events;
-  std::set<GraphHandle*> graphs;
+  std::set<CUstream_st*> streams;
+  std::set<CUevent_st*> events;
+  std::set<CUgraph_st*> graphs;
+  std::set<CUgraphExec_st*> graphExecs;
   std::map<std::string, cudaError_t> failures;
   std::map<std::string, std::chrono::milliseconds> delays;
   std::map<std::string, uint64_t> calls;
@@ -101,6 +113,10 @@ struct Runtime {
   std::map<uintptr_t, DeviceAllocation> allocations;
   std::map<uintptr_t, IpcMapping> mappings;
   std::map<uintptr_t, HostAllocation> hostAllocations;
+  // cudaHostRegister'ed ranges (page-locked in CUDA; here only known, so copies may use them).
+  std::map<uintptr_t, HostAllocation> registered;
+  // Streams that are capturing now (capture.cc: who may make potentially unsafe calls).
+  std::vector<std::weak_ptr<StreamCore>> capturing;
   Counters counters;
 };
 
@@ -110,6 +126,25 @@ DeviceState* deviceOf(Runtime& rt, int ordinal);
 
 // The calling host thread's current device (0 until cudaSetDevice).
 int& currentDevice();
+// The calling host thread's stream capture interaction mode (cudaStreamCaptureMode's values;
+// Global until cudaThreadExchangeStreamCaptureMode).
+int& captureInteractionMode();
+// The calling host thread's per-thread default stream on `device` (made on first use, caller
+// holds rt.mutex; a blocking stream of the device, as CUDA's per-thread stream is).
+std::shared_ptr<StreamCore> perThreadStream(DeviceState& device);
+// The stream a handle names (nullptr and cudaStreamLegacy: the current device's legacy stream,
+// made on first use; cudaStreamPerThread: the thread's own), or null for an unknown handle.
+// Caller holds rt.mutex.
+std::shared_ptr<StreamCore> streamOf(Runtime& rt, cudaStream_t stream);
+bool isLegacyHandle(cudaStream_t stream);
+// Whether [ptr, ptr + bytes) lies in memory a kernel or a copy engine may touch: a cudaMalloc
+// allocation, a mapped IPC handle, or page-locked host memory (cudaHostAlloc, cudaHostRegister:
+// with unified addressing the device reaches it at the host's address). Caller holds rt.mutex.
+bool deviceAccessible(Runtime& rt, const void* ptr, size_t bytes);
+// The capture rules of a call made now (capture.cc): cudaSuccess, or the error of a potentially
+// unsafe call (`api`) that the calling thread may not make while a capture is under way (the
+// captures that forbid it are invalidated).
+cudaError_t captureRulesAllow(const char* api);
 // Records `error` as the calling thread's last error and returns it.
 cudaError_t fail(cudaError_t error);
 // The calling thread's last error; `clear`: reset it to cudaSuccess (cudaGetLastError).

@@ -74,11 +74,12 @@ int StreamCore::captureStatus() {
   return captureStatus_;
 }
 
-void StreamCore::beginCapture(int mode, std::thread::id by) {
+void StreamCore::beginCapture(int mode, std::thread::id by, uint64_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   captureStatus_ = 1;
   captureMode_ = mode;
   captureThread_ = by;
+  captureId_ = id;
   captured_.clear();
 }
 
@@ -103,6 +104,11 @@ int StreamCore::captureMode() {
 std::thread::id StreamCore::captureThread() {
   std::lock_guard<std::mutex> lock(mutex_);
   return captureThread_;
+}
+
+uint64_t StreamCore::captureId() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return captureId_;
 }
 
 }  // namespace detail

@@ -43,12 +43,13 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
   // Stream capture (enough for cudaStreamIsCapturing and the capture-time refusals).
   // 0 none, 1 active, 2 invalidated (cudaStreamCaptureStatus' values).
   int captureStatus();
-  void beginCapture(int mode, std::thread::id by);
+  void beginCapture(int mode, std::thread::id by, uint64_t id);
   // Ends the capture and hands back what was captured.
   std::vector<Operation> endCapture();
   void invalidateCapture();
   int captureMode();
   std::thread::id captureThread();
+  uint64_t captureId();
 
   const int device;
   const bool blocking;  // synchronizes with the legacy default stream
@@ -67,6 +68,7 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
   int captureStatus_ = 0;
   int captureMode_ = 0;
   std::thread::id captureThread_;
+  uint64_t captureId_ = 0;
   std::vector<Operation> captured_;
 };
 

@@ -1,6 +1,7 @@
 // Streams and stream capture, and submit(): how work reaches a stream.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -39,20 +40,48 @@ std::vector<std::shared_ptr<StreamCore>> liveStreams(DeviceState& d, bool blocki
 
 }  // namespace
 
+bool isLegacyHandle(cudaStream_t stream) {
+  return stream == nullptr || stream == cudaStreamLegacy;
+}
+
+std::shared_ptr<StreamCore> streamOf(Runtime& rt, cudaStream_t stream) {
+  if (isLegacyHandle(stream) || stream == cudaStreamPerThread) {
+    DeviceState* d = deviceOf(rt, currentDevice());
+    if (d == nullptr) return nullptr;
+    return isLegacyHandle(stream) ? legacyOf(*d) : perThreadStream(*d);
+  }
+  if (rt.streams.count(stream) == 0) return nullptr;
+  return stream->core;
+}
+
 cudaError_t submit(cudaStream_t stream, Operation op, std::shared_ptr<StreamCore>* coreOut,
                    uint64_t* position) {
   Runtime& rt = runtime();
   std::lock_guard<std::mutex> lock(rt.mutex);
-  std::shared_ptr<StreamCore> core;
+  std::shared_ptr<StreamCore> core = streamOf(rt, stream);
+  if (core == nullptr) {
+    return isLegacyHandle(stream) || stream == cudaStreamPerThread
+               ? cudaErrorInvalidDevice
+               : cudaErrorInvalidResourceHandle;
+  }
   uint64_t at = 0;
-  if (stream == nullptr) {
-    DeviceState* d = deviceOf(rt, currentDevice());
-    if (d == nullptr) return cudaErrorInvalidDevice;
-    core = legacyOf(*d);
+  if (core->legacy) {
+    DeviceState* d = deviceOf(rt, core->device);
+    std::vector<std::shared_ptr<StreamCore>> blocking = liveStreams(*d, true);
+    // While a blocking stream captures, work on the legacy stream would make it depend on the
+    // capture: refused, and the capture is invalidated (CUDA Programming Guide, "Prohibited
+    // and unhandled operations").
+    bool implicit = false;
+    for (const auto& s : blocking) {
+      if (s->captureStatus() != 0) {
+        s->invalidateCapture();
+        implicit = true;
+      }
+    }
+    if (implicit) return cudaErrorStreamCaptureImplicit;
     // The legacy rule (CUDA Driver API, "Stream synchronization behavior"): the legacy stream
     // first waits for every blocking stream, the action is queued, then every blocking stream
     // waits for the legacy stream.
-    std::vector<std::shared_ptr<StreamCore>> blocking = liveStreams(*d, true);
     for (const auto& s : blocking) {
       const uint64_t p = s->enqueued();
       if (!s->reached(p)) core->enqueue([s, p] { s->waitFor(p); });
@@ -60,8 +89,6 @@ cudaError_t submit(cudaStream_t stream, Operation op, std::shared_ptr<StreamCore
     at = core->enqueue(std::move(op));
     for (const auto& s : blocking) s->enqueue([core, at] { core->waitFor(at); });
   } else {
-    if (rt.streams.count(stream) == 0) return cudaErrorInvalidResourceHandle;
-    core = stream->core;
     at = core->enqueue(std::move(op));
   }
   if (coreOut != nullptr) *coreOut = core;
@@ -95,11 +122,18 @@ using cudaemu::detail::Runtime;
 using cudaemu::detail::runtime;
 using cudaemu::detail::StreamCore;
 
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
-  if (cudaError_t e = enter("cudaStreamCreateWithFlags")) return fail(e);
+namespace {
+
+// CUDA's range on current GPUs (cudaDeviceGetStreamPriorityRange): lower numbers are higher
+// priorities; a priority outside the range is clamped to it.
+constexpr int kLeastPriority = 0;
+constexpr int kGreatestPriority = -5;
+
+cudaError_t createStream(cudaStream_t* stream, unsigned int flags, int priority) {
   if (stream == nullptr || (flags & ~cudaStreamNonBlocking) != 0) {
     return fail(cudaErrorInvalidValue);
   }
+  priority = std::min(kLeastPriority, std::max(kGreatestPriority, priority));
   Runtime& rt = runtime();
   std::lock_guard<std::mutex> lock(rt.mutex);
   cudaemu::detail::DeviceState* d = cudaemu::detail::deviceOf(rt, cudaemu::detail::currentDevice());
@@ -114,15 +148,48 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) 
     if (!legacy->reached(p)) core->enqueue([legacy, p] { legacy->waitFor(p); });
   }
   d->streams.push_back(core);
-  auto* handle = new cudaemu::StreamHandle(core);
+  auto* handle = new CUstream_st(core, priority);
   rt.streams.insert(handle);
   ++rt.counters.liveStreams;
   *stream = handle;
   return cudaSuccess;
 }
 
+}  // namespace
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  if (cudaError_t e = enter("cudaStreamCreateWithFlags")) return fail(e);
+  return createStream(stream, flags, kLeastPriority);
+}
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned int flags, int priority) {
+  if (cudaError_t e = enter("cudaStreamCreateWithPriority")) return fail(e);
+  return createStream(stream, flags, priority);
+}
+
 cudaError_t cudaStreamCreate(cudaStream_t* stream) {
   return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamGetPriority(cudaStream_t stream, int* priority) {
+  if (cudaError_t e = enter("cudaStreamGetPriority")) return fail(e);
+  if (priority == nullptr) return fail(cudaErrorInvalidValue);
+  Runtime& rt = runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  if (cudaemu::detail::isLegacyHandle(stream) || stream == cudaStreamPerThread) {
+    *priority = kLeastPriority;
+    return cudaSuccess;
+  }
+  if (rt.streams.count(stream) == 0) return fail(cudaErrorInvalidResourceHandle);
+  *priority = stream->priority;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
+  if (cudaError_t e = enter("cudaDeviceGetStreamPriorityRange")) return fail(e);
+  if (leastPriority != nullptr) *leastPriority = kLeastPriority;
+  if (greatestPriority != nullptr) *greatestPriority = kGreatestPriority;
+  return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
@@ -141,20 +208,15 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 
 namespace {
 
-// The stream behind a handle for the calls that only look at it (nullptr: legacy).
+// The stream behind a handle for the calls that only look at it.
 cudaError_t lookUp(cudaStream_t stream, std::shared_ptr<StreamCore>* out) {
   Runtime& rt = runtime();
   std::lock_guard<std::mutex> lock(rt.mutex);
-  if (stream == nullptr) {
-    cudaemu::detail::DeviceState* d =
-        cudaemu::detail::deviceOf(rt, cudaemu::detail::currentDevice());
-    if (d == nullptr) return cudaErrorInvalidDevice;
-    *out = d->legacy;  // may be null: nothing was ever put there
-    return cudaSuccess;
-  }
-  if (rt.streams.count(stream) == 0) return cudaErrorInvalidResourceHandle;
-  *out = stream->core;
-  return cudaSuccess;
+  *out = cudaemu::detail::streamOf(rt, stream);
+  if (*out != nullptr) return cudaSuccess;
+  return cudaemu::detail::isLegacyHandle(stream) || stream == cudaStreamPerThread
+             ? cudaErrorInvalidDevice
+             : cudaErrorInvalidResourceHandle;
 }
 
 // Synchronizing with a capturing stream is refused and breaks the capture (CUDA's capture
@@ -173,9 +235,9 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (cudaError_t e = lookUp(stream, &core)) return fail(e);
   if (refuseWhileCapturing(core)) return fail(cudaErrorStreamCaptureUnsupported);
   uint64_t position = 0;
-  if (stream == nullptr) {
+  if (core->legacy) {
     // An action of the legacy stream: it waits for every blocking stream first.
-    if (cudaError_t e = cudaemu::detail::submit(nullptr, [] {}, &core, &position)) return fail(e);
+    if (cudaError_t e = cudaemu::detail::submit(stream, [] {}, &core, &position)) return fail(e);
   } else {
     position = core->enqueued();
   }
@@ -187,65 +249,26 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   if (cudaError_t e = enter("cudaStreamQuery")) return fail(e);
   std::shared_ptr<StreamCore> core;
   if (cudaError_t e = lookUp(stream, &core)) return fail(e);
-  if (core == nullptr) return cudaSuccess;
   if (refuseWhileCapturing(core)) return fail(cudaErrorStreamCaptureUnsupported);
   return core->reached(core->enqueued()) ? cudaSuccess : cudaErrorNotReady;
 }
 
-cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
-  if (cudaError_t e = enter("cudaStreamIsCapturing")) return fail(e);
-  if (status == nullptr) return fail(cudaErrorInvalidValue);
-  std::shared_ptr<StreamCore> core;
-  if (cudaError_t e = lookUp(stream, &core)) return fail(e);
-  *status = core == nullptr ? cudaStreamCaptureStatusNone
-                            : static_cast<cudaStreamCaptureStatus>(core->captureStatus());
-  return cudaSuccess;
+// Host functions run on the stream's own thread, in their place in its order: the stream's
+// later work waits for them (CUDA Runtime API, cudaLaunchHostFunc).
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
+  if (cudaError_t e = enter("cudaLaunchHostFunc")) return fail(e);
+  if (fn == nullptr) return fail(cudaErrorInvalidValue);
+  cudaError_t e = cudaemu::detail::submit(stream, [fn, userData] { fn(userData); });
+  return e == cudaSuccess ? e : fail(e);
 }
 
-cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
-  if (cudaError_t e = enter("cudaStreamBeginCapture")) return fail(e);
-  // The legacy stream cannot be captured.
-  if (stream == nullptr) return fail(cudaErrorStreamCaptureUnsupported);
-  if (mode < cudaStreamCaptureModeGlobal || mode > cudaStreamCaptureModeRelaxed) {
-    return fail(cudaErrorInvalidValue);
-  }
-  std::shared_ptr<StreamCore> core;
-  if (cudaError_t e = lookUp(stream, &core)) return fail(e);
-  if (core->captureStatus() != 0) return fail(cudaErrorIllegalState);
-  core->beginCapture(mode, std::this_thread::get_id());
-  return cudaSuccess;
-}
-
-cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
-  if (cudaError_t e = enter("cudaStreamEndCapture")) return fail(e);
-  if (graph == nullptr) return fail(cudaErrorInvalidValue);
-  std::shared_ptr<StreamCore> core;
-  if (cudaError_t e = lookUp(stream, &core)) return fail(e);
-  if (core == nullptr || core->captureStatus() == 0) return fail(cudaErrorIllegalState);
-  if (core->captureMode() != cudaStreamCaptureModeRelaxed &&
-      core->captureThread() != std::this_thread::get_id()) {
-    return fail(cudaErrorStreamCaptureWrongThread);
-  }
-  const bool invalidated = core->captureStatus() == cudaStreamCaptureStatusInvalidated;
-  std::vector<cudaemu::detail::Operation> ops = core->endCapture();
-  if (invalidated) {
-    *graph = nullptr;
-    return fail(cudaErrorStreamCaptureInvalidated);
-  }
-  auto* g = new cudaemu::GraphHandle();
-  g->operations = std::move(ops);
-  Runtime& rt = runtime();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  rt.graphs.insert(g);
-  *graph = g;
-  return cudaSuccess;
-}
-
-cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
-  if (cudaError_t e = enter("cudaGraphDestroy")) return fail(e);
-  Runtime& rt = runtime();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  if (rt.graphs.erase(graph) == 0) return fail(cudaErrorInvalidValue);
-  delete graph;
-  return cudaSuccess;
+cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback,
+                                  void* userData, unsigned int flags) {
+  if (cudaError_t e = enter("cudaStreamAddCallback")) return fail(e);
+  // flags: "reserved for future use, must be 0".
+  if (callback == nullptr || flags != 0) return fail(cudaErrorInvalidValue);
+  cudaError_t e = cudaemu::detail::submit(stream, [callback, stream, userData] {
+    callback(stream, cudaSuccess, userData);
+  });
+  return e == cudaSuccess ? e : fail(e);
 }

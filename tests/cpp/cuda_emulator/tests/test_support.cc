@@ -78,6 +78,9 @@ bool Pipe::receive(void* data, size_t bytes) const {
 
 void Emulator::SetUp() {
   cudaemu::clearFailures();
+  // Every test starts in CUDA's default capture interaction mode.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
   cudaemu::setConfig(cudaemu::Config{});
   (void)cudaSetDevice(0);
   (void)cudaDeviceSetLimit(cudaLimitStackSize, cudaemu::Config{}.initialStackBytes);

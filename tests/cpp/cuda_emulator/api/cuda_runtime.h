@@ -40,11 +40,13 @@ enum cudaError_t : int {
   cudaErrorMemoryAllocation = 2,
   cudaErrorInitializationError = 3,
   cudaErrorInvalidConfiguration = 9,
+  cudaErrorInvalidSymbol = 13,
   cudaErrorInvalidDevicePointer = 17,
   cudaErrorInvalidMemcpyDirection = 21,
   cudaErrorInvalidDeviceFunction = 98,
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
+  cudaErrorNoKernelImageForDevice = 209,
   cudaErrorDeviceUninitialized = 201,
   cudaErrorMapBufferObjectFailed = 205,
   cudaErrorUnsupportedLimit = 215,
@@ -59,6 +61,8 @@ enum cudaError_t : int {
   cudaErrorStreamCaptureUnsupported = 900,
   cudaErrorStreamCaptureInvalidated = 901,
   cudaErrorStreamCaptureUnmatched = 903,
+  cudaErrorStreamCaptureImplicit = 906,
+  cudaErrorCapturedEvent = 907,
   cudaErrorStreamCaptureWrongThread = 908,
   cudaErrorUnknown = 999,
 };
@@ -76,6 +80,11 @@ constexpr unsigned int cudaHostAllocPortable = 0x01;
 constexpr unsigned int cudaHostAllocMapped = 0x02;
 constexpr unsigned int cudaHostAllocWriteCombined = 0x04;
 constexpr unsigned int cudaIpcMemLazyEnablePeerAccess = 0x01;
+constexpr unsigned int cudaHostRegisterDefault = 0x00;
+constexpr unsigned int cudaHostRegisterPortable = 0x01;
+constexpr unsigned int cudaHostRegisterMapped = 0x02;
+constexpr unsigned int cudaEventRecordDefault = 0x00;
+constexpr unsigned int cudaEventRecordExternal = 0x01;
 
 enum cudaMemcpyKind : int {
   cudaMemcpyHostToHost = 0,
@@ -112,14 +121,24 @@ enum cudaDeviceAttr : int {
 };
 
 // ---- handles and structs ----------------------------------------------------------------------
-namespace cudaemu {
-class StreamHandle;
-class EventHandle;
-class GraphHandle;
-}  // namespace cudaemu
-using cudaStream_t = cudaemu::StreamHandle*;  // nullptr: the legacy default stream
-using cudaEvent_t = cudaemu::EventHandle*;
-using cudaGraph_t = cudaemu::GraphHandle*;
+// Opaque handles, named as in CUDA's driver_types.h (the emulator defines the structs).
+struct CUstream_st;
+struct CUevent_st;
+struct CUgraph_st;
+using cudaStream_t = CUstream_st*;  // nullptr: the legacy default stream
+using cudaEvent_t = CUevent_st*;
+using cudaGraph_t = CUgraph_st*;
+struct CUgraphExec_st;
+struct CUgraphNode_st;
+struct cudaGraphEdgeData;
+using cudaGraphExec_t = CUgraphExec_st*;
+using cudaGraphNode_t = CUgraphNode_st*;
+using cudaHostFn_t = void (*)(void* userData);
+using cudaStreamCallback_t = void (*)(cudaStream_t stream, cudaError_t status, void* userData);
+// The special stream handles (CUDA's driver_types.h): the legacy default stream by name, and
+// the calling host thread's per-thread default stream.
+#define cudaStreamLegacy ((cudaStream_t)0x1)
+#define cudaStreamPerThread ((cudaStream_t)0x2)
 
 struct cudaUUID_t {
   char bytes[16];
@@ -145,6 +164,19 @@ struct cudaDeviceProp {
   int pciDomainID;
   int pciBusID;
   int pciDeviceID;
+};
+enum cudaMemoryType : int {
+  cudaMemoryTypeUnregistered = 0,
+  cudaMemoryTypeHost = 1,
+  cudaMemoryTypeDevice = 2,
+  cudaMemoryTypeManaged = 3,
+};
+struct cudaPointerAttributes {
+  cudaMemoryType type;
+  int device;
+  void* devicePointer;
+  void* hostPointer;
+  long reserved[8];
 };
 struct cudaFuncAttributes {
   size_t sharedSizeBytes;
@@ -195,6 +227,26 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* 
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph);
 cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+// The calling thread's stream capture interaction mode, swapped with *mode.
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode);
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* status,
+                                     unsigned long long* id = nullptr,
+                                     cudaGraph_t* graph = nullptr,
+                                     const cudaGraphNode_t** dependencies = nullptr,
+                                     const cudaGraphEdgeData** edgeData = nullptr,
+                                     size_t* numDependencies = nullptr);
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* numNodes);
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                          unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData);
+cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback,
+                                  void* userData, unsigned int flags);
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned int flags, int priority);
+cudaError_t cudaStreamGetPriority(cudaStream_t stream, int* priority);
+cudaError_t cudaDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority);
 
 cudaError_t cudaEventCreate(cudaEvent_t* event);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags);
@@ -202,6 +254,20 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
 cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream = nullptr,
+                                     unsigned int flags = 0);
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr);
+cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags);
+cudaError_t cudaHostUnregister(void* ptr);
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total);
+cudaError_t cudaMemset(void* devPtr, int value, size_t count);
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch,
+                              size_t width, size_t height, cudaMemcpyKind kind,
+                              cudaStream_t stream = nullptr);
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src, int srcDevice,
+                                size_t count, cudaStream_t stream = nullptr);
 
 // Function attributes and occupancy of a kernel, named by its address.
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func);
@@ -219,65 +285,11 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, T* fun
 }
 
 // ---- launches ----------------------------------------------------------------------------------
-namespace cudaemu {
+// The emulator's typed launch (include/cuda_emulator_launch.h), under the name CUDA gives it.
+#include "cuda_emulator_launch.h"
 
-// One block of a launch, as the emulated device hands it to the code that runs device
-// functions on host threads.
-struct BlockLaunch {
-  dim3 grid;
-  dim3 block;
-  uint3 blockIdx;
-  void (*threadMain)(const void* launch);  // runs the kernel once, as one CUDA thread
-  const void* launch;                      // the launch (its copied arguments)
-};
-
-// Runs every thread of one block and returns when they have all returned. The emulator does
-// not define it: the host build of the device code does (kernels/host_shim.cc in this
-// project, the test's own in the emulator's tests), as on a GPU the compiler supplies the
-// device side of a launch and the runtime only schedules it. Referenced only by a launch.
-void runBlockThreads(const BlockLaunch& block);
-
-// The arguments of one launch, copied when it is enqueued (a launch may outlive the caller's
-// argument variables, as on a GPU).
-class KernelLaunch {
- public:
-  virtual ~KernelLaunch() = default;
-  virtual void runThread() const = 0;
-};
-
-template <typename... P>
-class TypedKernelLaunch final : public KernelLaunch {
- public:
-  template <size_t... I>
-  TypedKernelLaunch(void (*kernel)(P...), void** args, std::index_sequence<I...>)
-      : kernel_(kernel), args_(*static_cast<std::decay_t<P>*>(args[I])...) {}
-  void runThread() const override {
-    // Every thread gets its own copy of the parameters, as each CUDA thread reads its own.
-    std::tuple<std::decay_t<P>...> mine = args_;
-    std::apply(kernel_, mine);
-  }
-
- private:
-  void (*kernel_)(P...);
-  std::tuple<std::decay_t<P>...> args_;
-};
-
-cudaError_t enqueueLaunch(const void* kernel, dim3 grid, dim3 block, size_t sharedMem,
-                          cudaStream_t stream, std::shared_ptr<const KernelLaunch> launch,
-                          void (*runBlock)(const BlockLaunch&));
-
-}  // namespace cudaemu
-
-// cudaLaunchKernel's typed form: the arguments are copied now; the grid runs later on the
-// stream's host thread, each block once the device has room for it.
 template <typename... P>
 cudaError_t cudaLaunchKernel(void (*kernel)(P...), dim3 grid, dim3 block, void** args,
                              size_t sharedMem = 0, cudaStream_t stream = nullptr) {
-  std::shared_ptr<const cudaemu::KernelLaunch> launch;
-  if (kernel != nullptr && (args != nullptr || sizeof...(P) == 0)) {
-    launch = std::make_shared<cudaemu::TypedKernelLaunch<P...>>(kernel, args,
-                                                                std::index_sequence_for<P...>{});
-  }
-  return cudaemu::enqueueLaunch(reinterpret_cast<const void*>(kernel), grid, block, sharedMem,
-                                stream, std::move(launch), &cudaemu::runBlockThreads);
+  return cudaemu::launchTyped(kernel, grid, block, args, sharedMem, stream);
 }
