@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "backend/ring_work.h"
 #include "common/errors.h"
 #include "common/logging.h"
 #include "transport/cuda_ipc/cuda_env.h"
@@ -40,8 +41,14 @@ void noteDefaultStream(const std::string& group, int rank, const at::Device& dev
 
 CudaCollectives::CudaCollectives(Store& store, Communicator& comm,
                                  FlightRecorder& recorder, int rank, int size, at::Device device,
-                                 std::chrono::milliseconds timeout)
-    : rank_(rank), device_(device), groupName_(comm.groupName()), commStream_(device.index()) {
+                                 std::chrono::milliseconds timeout, DedicatedStream& stream,
+                                 Finished finished)
+    : rank_(rank),
+      device_(device),
+      groupName_(comm.groupName()),
+      commStream_(stream),
+      sink_(std::make_shared<FinishedSink>()) {
+  sink_->finished = std::move(finished);
   CudaEngineOptions opts;
   opts.rank = rank;
   opts.size = size;
@@ -52,8 +59,15 @@ CudaCollectives::CudaCollectives(Store& store, Communicator& comm,
   engine_ = std::make_unique<CudaRingEngine>(store, opts, communicatorHooks(comm, recorder));
 }
 
-// The engine's shutdown: waits for the kernels, stops the watchdog, closes the links.
-CudaCollectives::~CudaCollectives() = default;
+// The engine's shutdown: waits for the kernels, stops the watchdog, closes the links; with the
+// group's device current on the thread that does it (it may be any: destroy_process_group's,
+// the interpreter's at exit), whose device torch's guard gives back without making a context.
+CudaCollectives::~CudaCollectives() {
+  c10::cuda::CUDAGuard guard(device_);
+  engine_.reset();
+  std::lock_guard<std::mutex> lock(sink_->mutex);
+  sink_->finished = nullptr;
+}
 
 // ---- one collective ------------------------------------------------------------------------------
 
@@ -74,6 +88,14 @@ c10::intrusive_ptr<c10d::Work> CudaCollectives::run(const CheckScope& s, c10d::O
   call.seq = seq;
   call.timeout = timeout;
   call.caller = caller.stream();
+  call.onFinished = [sink = sink_, type, seq,
+                     start = std::chrono::steady_clock::now()](std::exception_ptr error) {
+    std::lock_guard<std::mutex> lock(sink->mutex);
+    if (sink->finished) {
+      sink->finished(type, seq, start, std::chrono::steady_clock::now(),
+                     error ? toTorchError(error) : nullptr);
+    }
+  };
   call.afterLaunch = [&](cudaStream_t) {
     const c10::cuda::CUDAStream comm = commStream_.stream();
     // The caller may drop its tensors now: their memory is not reused before the kernel on the

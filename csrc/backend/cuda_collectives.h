@@ -37,9 +37,18 @@ class CudaCollectives {
  public:
   // Collective over the group: exchanges inbox handles through `store`. Throws CommError if a
   // peer never arrives; a group whose links cannot all use peer memory is created anyway, with
-  // usable() false (the caller stages through host memory).
+  // usable() false (the caller stages through host memory). The kernels run on `stream`, the
+  // group's stream of its CUDA collectives on `device`, which must outlive this object.
+  // `finished` runs once per collective when its outcome is known, with its start and end
+  // (the group's completion hook and last error, as every other call of the group reports);
+  // never after this object is gone.
+  using Finished = std::function<void(c10d::OpType, uint64_t seq,
+                                      std::chrono::steady_clock::time_point start,
+                                      std::chrono::steady_clock::time_point end,
+                                      const std::exception_ptr& error)>;
   CudaCollectives(Store& store, Communicator& comm, FlightRecorder& recorder, int rank,
-                  int size, at::Device device, std::chrono::milliseconds timeout);
+                  int size, at::Device device, std::chrono::milliseconds timeout,
+                  DedicatedStream& stream, Finished finished);
   // Waits for the kernels in flight (each bounded by its timeout), then stops the watchdog and
   // closes the links with the other ranks.
   ~CudaCollectives();
@@ -81,8 +90,14 @@ class CudaCollectives {
   const int rank_;
   const at::Device device_;
   const std::string groupName_;
-  // The kernels' stream: declared before the engine, so that it outlives it.
-  DedicatedStream commStream_;
+  DedicatedStream& commStream_;  // the group's (RingBackend::orderStream)
+  // `finished`, cut off when this object goes (a task may finish later: kept past
+  // destroy_process_group by a Work, or given up on after an abort).
+  struct FinishedSink {
+    std::mutex mutex;
+    Finished finished;
+  };
+  std::shared_ptr<FinishedSink> sink_;
   std::unique_ptr<CudaRingEngine> engine_;
 };
 

@@ -1,5 +1,6 @@
 #include "backend/cuda_work.h"
 
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 
@@ -32,9 +33,16 @@ CudaRingWork::CudaRingWork(c10d::OpType type, std::shared_ptr<CudaTask> task,
   });
 }
 
-CudaRingWork::~CudaRingWork() { task_->dropFinishHook(); }
+CudaRingWork::~CudaRingWork() {
+  task_->dropFinishHook();
+  // The task's end event may go with this Work, on whichever thread drops it: destroyed with
+  // the work's device current (else the runtime makes a context on the thread's device).
+  c10::cuda::CUDAGuard guard(device_);
+  task_.reset();
+}
 
 bool CudaRingWork::isCompleted() {
+  c10::cuda::CUDAGuard guard(device_);  // the query is the device's (see streamWait)
   task_->poll();
   return task_->finished();
 }
@@ -43,7 +51,9 @@ std::vector<at::Tensor> CudaRingWork::result() { return outputs_; }
 
 void CudaRingWork::streamWait() {
   // The caller's current stream on the work's device waits for the kernel: later work on that
-  // stream sees the outputs; the CPU does not block.
+  // stream sees the outputs; the CPU does not block. With that device current: the default
+  // stream's handle is null, which names the legacy stream of whichever device is current.
+  c10::cuda::CUDAGuard guard(device_);
   cudaStream_t current = c10::cuda::getCurrentCUDAStream(device_.index()).stream();
   cudaError_t e = cudaStreamWaitEvent(current, task_->endEvent(), 0);
   if (e != cudaSuccess) {
@@ -55,6 +65,7 @@ void CudaRingWork::streamWait() {
 }
 
 bool CudaRingWork::wait(std::chrono::milliseconds /*timeout*/) {
+  c10::cuda::CUDAGuard guard(device_);
   task_->poll();
   if (blockingWait_) {
     // Bounded: the watchdog fails the task (and aborts the kernel) at the group timeout.

@@ -46,7 +46,7 @@ class CudaRingWork : public c10d::Work {
  private:
   void streamWait();
 
-  const std::shared_ptr<CudaTask> task_;
+  std::shared_ptr<CudaTask> task_;
   std::vector<at::Tensor> outputs_;
   const at::Device device_;
   const bool blockingWait_;

@@ -146,10 +146,19 @@ c10::intrusive_ptr<c10d::Work> RingBackend::run(const CheckScope& s, HostCall ca
   }
 #ifdef RING_WITH_CUDA
   const at::Device device = anyCuda(call.outputs) ? call.outputs[0].device() : call.inputs[0].device();
+  // Before the sequence number is taken: a refused call leaves the group's count alone.
+  beforeCudaCollective(s, device, effectiveTimeout(call.timeout));
   const uint64_t seq = seq_++;
+  // Copies in queued now on the group's stream (after its earlier calls' GPU work); the copies
+  // back queued there once the host part ends, before any later call's GPU work (which waits
+  // for that in beforeCudaCollective).
   auto staged = std::make_shared<StagedCall>(
       s.collective, strCat(s.collective, " (sequence ", seq, ") on rank ", rank_), call.type, seq, rank_,
-      stagingStream(device), call.inputs, call.outputs);
+      orderStream(device), call.inputs, call.outputs);
+  {
+    std::lock_guard<std::mutex> lock(stagedMutex_);
+    stagedInFlight_.push_back(staged);
+  }
   call.inputs = staged->hostInputs();
   call.outputs = staged->hostOutputs();
   call.detail.note = " (CUDA, staged through host memory)";
@@ -174,7 +183,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allreduce(std::vector<at::Tensor>& t
   const RedOp op = toRingOp(s, opts.reduceOp, t.scalar_type(), &factor);
   const DType d = toRingDType(s, t.scalar_type());
 #ifdef RING_WITH_CUDA
-  if (CudaCollectives* cuda = kernelPath(s, t)) {
+  if (CudaCollectives* cuda = kernelPath(s, t, effectiveTimeout(opts.timeout))) {
     return started(cuda->allReduce(s, t, d, op, factor, seq_++, effectiveTimeout(opts.timeout)));
   }
 #endif
@@ -223,7 +232,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::broadcast(std::vector<at::Tensor>& t
   const at::Tensor t = tensors[0];
   const DType d = toRingDType(s, t.scalar_type());
 #ifdef RING_WITH_CUDA
-  if (CudaCollectives* cuda = kernelPath(s, t)) {
+  if (CudaCollectives* cuda = kernelPath(s, t, effectiveTimeout(opts.timeout))) {
     return started(cuda->broadcast(s, t, d, root, seq_++, effectiveTimeout(opts.timeout)));
   }
 #endif
@@ -258,7 +267,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::_allgather_base(at::Tensor& output, 
   checkAllGatherAliasing(s, input, output);
   const DType d = toRingDType(s, input.scalar_type());
 #ifdef RING_WITH_CUDA
-  if (CudaCollectives* cuda = kernelPath(s, input)) {
+  if (CudaCollectives* cuda = kernelPath(s, input, effectiveTimeout(opts.timeout))) {
     return started(cuda->allGather(s, input, output, d, seq_++, effectiveTimeout(opts.timeout)));
   }
 #endif
@@ -356,7 +365,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::_reduce_scatter_base(
   const RedOp op = toRingOp(s, opts.reduceOp, input.scalar_type(), &factor);
   const DType d = toRingDType(s, input.scalar_type());
 #ifdef RING_WITH_CUDA
-  if (CudaCollectives* cuda = kernelPath(s, input)) {
+  if (CudaCollectives* cuda = kernelPath(s, input, effectiveTimeout(opts.timeout))) {
     return started(cuda->reduceScatter(s, input, output, d, op, factor, seq_++,
                                effectiveTimeout(opts.timeout)));
   }

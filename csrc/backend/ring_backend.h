@@ -202,17 +202,39 @@ class RingBackend : public c10d::Backend {
   // The kernel path for tensor `t`: null for a CPU tensor, or when the group stages CUDA
   // tensors through host memory instead. Set up (collectively) on the first CUDA call of the
   // four kernel collectives; a tensor on another device than the group's is a usage error.
-  CudaCollectives* kernelPath(const CheckScope& s, const at::Tensor& t);
+  // For a CUDA tensor, first what every CUDA collective does before it is issued
+  // (beforeCudaCollective).
+  CudaCollectives* kernelPath(const CheckScope& s, const at::Tensor& t,
+                              std::chrono::milliseconds timeout);
+  // Before a CUDA collective is issued (any path): refuses it under CUDA graph capture (its
+  // host part could never be captured, nor its counters replayed), and waits until every
+  // earlier staged collective of the group has queued its copies back, so that the new call's
+  // GPU work, queued behind them on the group's stream, reads their results. Bounded by
+  // `timeout`. The group's CUDA collectives so run in issue order, whatever their paths, as
+  // ProcessGroupNCCL's do on its one stream per device.
+  void beforeCudaCollective(const CheckScope& s, const at::Device& device,
+                            std::chrono::milliseconds timeout);
+  // A point-to-point call's refusal under capture (p2p calls are not ordered after the
+  // group's collectives: they are ordered after the caller's stream, as NCCL's).
+  void refuseGraphCapture(const CheckScope& s, const at::Device& device);
   // Sets up the CUDA path on `device` if not yet tried (collective). Caller holds cudaMutex_.
   void setUpCudaLocked(const CheckScope& s, const at::Device& device);
-  // The stream staged calls on `device` copy on (created on first use).
-  DedicatedStream& stagingStream(const at::Device& device);
+  // The stream every CUDA collective of the group on `device` queues its GPU work on: the
+  // kernels and the staged calls' copies alike, so that their order on the GPU is the order
+  // they were issued in (created on first use).
+  DedicatedStream& orderStream(const at::Device& device);
+  // The stream point-to-point calls on `device` copy on.
+  DedicatedStream& p2pStream(const at::Device& device);
   // Copies a staged call's outputs back once its host part (hostWork) has ended.
   static void finishWhenDone(const c10::intrusive_ptr<RingWork>& hostWork,
                              const std::shared_ptr<StagedCall>& staged);
   std::mutex cudaMutex_;
   bool cudaTried_ = false;
-  std::map<c10::DeviceIndex, std::unique_ptr<DedicatedStream>> stagingStreams_;
+  std::map<c10::DeviceIndex, std::unique_ptr<DedicatedStream>> orderStreams_;
+  std::map<c10::DeviceIndex, std::unique_ptr<DedicatedStream>> p2pStreams_;
+  // Staged collectives whose copies back may not be queued yet (beforeCudaCollective).
+  std::mutex stagedMutex_;
+  std::vector<std::shared_ptr<StagedCall>> stagedInFlight_;
   // Declared last: destroyed first, while the communicator it reports to still exists.
   std::unique_ptr<CudaCollectives> cuda_;
 #endif

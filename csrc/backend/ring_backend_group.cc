@@ -120,7 +120,12 @@ void RingBackend::shutdown() {
     std::lock_guard<std::mutex> cudaLock(cudaMutex_);
     cuda_.reset();
     cudaTried_ = true;  // no CUDA set-up after shutdown: calls now fail in the queue
-    stagingStreams_.clear();
+    {
+      std::lock_guard<std::mutex> stagedLock(stagedMutex_);
+      stagedInFlight_.clear();  // the queue has run them all
+    }
+    orderStreams_.clear();
+    p2pStreams_.clear();
   }
 #endif
   // The rest goes now rather than with the last reference to the group (Python code often

@@ -106,7 +106,16 @@ class StagedWork : public c10d::Work {
     return r;
   }
 
-  bool isCompleted() override { return copies_->isCompleted(); }
+  ~StagedWork() override {
+    // The copies' events may go with this Work, on whichever thread drops it.
+    c10::cuda::CUDAGuard guard(device_.index());
+    copies_.reset();
+  }
+
+  bool isCompleted() override {
+    c10::cuda::CUDAGuard guard(device_.index());
+    return copies_->isCompleted();
+  }
   bool isSuccess() const override { return c10d::Work::isSuccess(); }
   std::exception_ptr exception() const override { return c10d::Work::exception(); }
   std::vector<at::Tensor> result() override { return outputs_; }
@@ -142,7 +151,9 @@ StagedCall::StagedCall(const char* collective, std::string what, c10d::OpType ty
                        int rank, DedicatedStream& stream, std::vector<at::Tensor> inputs,
                        std::vector<at::Tensor> outputs)
     : stream_(stream),
-      copies_(std::make_shared<StagedCopies>(std::move(what), stream.stream().stream())),
+      device_(stream.device()),
+      what_(what),
+      copies_(std::make_shared<StagedCopies>(std::move(what), stream.raw())),
       outputs_(std::move(outputs)),
       inputs_(std::move(inputs)) {
   {
@@ -204,15 +215,25 @@ StagedCall::StagedCall(const char* collective, std::string what, c10d::OpType ty
                                           at::Device(at::kCUDA, device));
 }
 
-StagedCall::~StagedCall() = default;
+StagedCall::~StagedCall() {
+  // The last owner of the copies' events may be this call, on the thread that ran it.
+  c10::cuda::CUDAGuard guard(device_);
+  copies_.reset();
+}
 
 void StagedCall::waitCopiedIn(std::chrono::milliseconds timeout) const {
+  // Run on whichever thread runs the host call: the events belong to the stream's device.
+  c10::cuda::CUDAGuard guard(device_);
   copies_->waitCopiedIn(timeout);
+}
+
+bool StagedCall::waitCopiesBackQueued(std::chrono::milliseconds timeout) const {
+  return copies_->waitFinished(timeout);
 }
 
 void StagedCall::finish(std::exception_ptr error, int source) {
   work_->setSource(source);
-  c10::cuda::CUDAGuard guard(stream_.device());
+  c10::cuda::CUDAGuard guard(device_);
   c10::cuda::CUDAStreamGuard onCopies(stream_.stream());
   std::vector<HostCopy> copiesBack;
   if (!error) {

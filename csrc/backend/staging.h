@@ -42,14 +42,20 @@ class StagedCall {
 
   // Blocks until the copies in have landed; throws TimeoutError after `timeout`.
   void waitCopiedIn(std::chrono::milliseconds timeout) const;
+  // Blocks until the host part has ended and the copies back are queued, at most `timeout`;
+  // whether they are.
+  bool waitCopiesBackQueued(std::chrono::milliseconds timeout) const;
   // After the host call: on success copies the outputs back and completes the Work; on error
   // fails it. `source`: a receive from any source's sender (else -1). Any thread; once.
   void finish(std::exception_ptr error, int source = -1);
 
   c10::intrusive_ptr<c10d::Work> work() const;
+  const std::string& what() const { return what_; }
 
  private:
   DedicatedStream& stream_;
+  const c10::DeviceIndex device_;  // the stream's
+  const std::string what_;
   std::shared_ptr<StagedCopies> copies_;
   std::vector<at::Tensor> outputs_;  // the caller's, kept until the copies back are queued
   std::vector<at::Tensor> inputs_;

@@ -13,6 +13,18 @@ void checkCuda(cudaError_t e, const char* call, const char* what) {
                          cudaGetErrorName(e), ")"));
 }
 
+ThreadLocalCaptureMode::ThreadLocalCaptureMode() {
+  if (cudaThreadExchangeStreamCaptureMode(&previous_) != cudaSuccess) {
+    (void)cudaGetLastError();
+    previous_ = cudaStreamCaptureModeThreadLocal;  // nothing was swapped: nothing to restore
+  }
+}
+
+ThreadLocalCaptureMode::~ThreadLocalCaptureMode() {
+  (void)cudaThreadExchangeStreamCaptureMode(&previous_);
+  (void)cudaGetLastError();
+}
+
 CudaEvent::~CudaEvent() {
   // Destroying an event whose record is still pending is allowed: the runtime releases it once
   // the work before it completes. Errors ignored: this may run at interpreter exit, after the
@@ -36,6 +48,8 @@ void CudaEvent::block(cudaStream_t stream, const char* what) const {
 
 bool CudaEvent::query(const char* what) const {
   if (event_ == nullptr) return true;
+  // Queried from the thread that runs a staged call, while the user's may be capturing.
+  ThreadLocalCaptureMode notForbiddenByOtherThreadsCaptures;
   const cudaError_t e = cudaEventQuery(event_);
   if (e == cudaErrorNotReady) {
     (void)cudaGetLastError();  // "not ready" is not an error; leave no trace of it

@@ -39,4 +39,21 @@ class CudaEvent {
 // cudaSuccess, and clears the (non-sticky) error so that a later call does not report it again.
 void checkCuda(cudaError_t e, const char* call, const char* what);
 
+// For its scope, the calling thread's stream-capture interaction mode is ThreadLocal: only a
+// capture of this thread's own could forbid its calls. Why: in CUDA's default Global mode, a
+// cudaEventQuery made while ANY other thread captures a graph in Global mode (torch.cuda.graph,
+// torch.compile's "reduce-overhead") fails and invalidates that thread's capture; the backend's
+// watchdog and worker query events while the user's thread may be capturing
+// (cudaThreadExchangeStreamCaptureMode; ProcessGroupNCCL's watchdog does the same).
+class ThreadLocalCaptureMode {
+ public:
+  ThreadLocalCaptureMode();
+  ~ThreadLocalCaptureMode();
+  ThreadLocalCaptureMode(const ThreadLocalCaptureMode&) = delete;
+  ThreadLocalCaptureMode& operator=(const ThreadLocalCaptureMode&) = delete;
+
+ private:
+  cudaStreamCaptureMode previous_ = cudaStreamCaptureModeThreadLocal;
+};
+
 }  // namespace ring

@@ -47,9 +47,23 @@ std::string CudaGroupState::brokenReason() const {
 }
 
 void CudaGroupState::checkHealth() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!broken_.empty()) throw CommError(broken_);
-  if (hooks_.checkHealth) hooks_.checkHealth();
+  std::string failure;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!broken_.empty()) throw CommError(broken_);
+    if (!hooks_.checkHealth) return;
+    try {
+      hooks_.checkHealth();
+      return;
+    } catch (const CommError& e) {
+      failure = e.what();
+    }
+  }
+  // A peer's failure, a dead rank or this rank's abort ends the group for this rank too, here
+  // as when the watchdog finds it: its kernels stop, and its shutdown does not wait for the
+  // peers to close the links with it (they never will).
+  breakGroup(failure);
+  throw CommError(failure);
 }
 
 uint64_t CudaGroupState::recordQueued(uint64_t seq, const std::string& name,

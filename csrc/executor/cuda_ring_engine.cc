@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 
 #include "common/env.h"
 #include "common/errors.h"
@@ -23,7 +24,14 @@ constexpr std::chrono::seconds kDeviceSpinMargin{30};
 constexpr std::chrono::seconds kCloseWait{30};
 
 RingWaitLimits limitsFor(std::chrono::milliseconds timeout) {
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout + kDeviceSpinMargin);
+  // A timeout past what nanoseconds hold (python's timedelta.max is 2.7e9 years) would wrap
+  // around in the conversion, possibly to a tiny limit: it saturates at "never" instead.
+  constexpr int64_t kMaxMs =
+      std::numeric_limits<int64_t>::max() / 1'000'000 -
+      std::chrono::duration_cast<std::chrono::milliseconds>(kDeviceSpinMargin).count();
+  if (timeout.count() >= kMaxMs) return RingWaitLimits{std::numeric_limits<uint64_t>::max()};
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::max(timeout, std::chrono::milliseconds(0)) + kDeviceSpinMargin);
   return RingWaitLimits{static_cast<uint64_t>(ns.count())};
 }
 
@@ -50,7 +58,7 @@ CudaLinkOptions cudaLinkOptionsFromEnv(int device, std::chrono::milliseconds tim
 
 CudaRingEngine::CudaRingEngine(Store& store, const CudaEngineOptions& opts, CudaGroupHooks hooks)
     : opts_(opts), store_(store) {
-  DeviceScope onDevice(device());
+  requireCurrentDevice(device(), "setting up the CUDA ring");
   std::unique_ptr<CudaRingLinks> links;
   try {
     links = std::make_unique<CudaRingLinks>(store, opts.rank, opts.size, opts.links);
@@ -99,6 +107,13 @@ void CudaRingEngine::shutdown() {
     shutDown_ = true;
   }
   if (watchdog_) watchdog_->stop();
+  // A group that failed anywhere (a peer's failure, a dead rank, an abort of this rank or
+  // another) is broken here now too: its ranks do not close the links together, since the one
+  // that failed never will.
+  try {
+    state_->checkHealth();
+  } catch (const CommError&) {
+  }
   // Every kernel of this rank has ended (or was given up on after an abort, which keeps the
   // memory): the links can close, together with the other ranks'.
   if (state_->brokenReason().empty()) {
@@ -134,7 +149,7 @@ std::shared_ptr<CudaTask> CudaRingEngine::enqueue(const CudaCall& c, const Finge
   RING_ASSERT(usable() && watchdog_ != nullptr && !shutDown_, "CUDA ring engine of rank ",
               opts_.rank, ": ", describe(fp), " enqueued on an engine that is not running");
   state_->checkHealth();
-  DeviceScope onDevice(device());
+  requireCurrentDevice(device(), "enqueueing a CUDA collective");
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(c.caller, &capture) != cudaSuccess) (void)cudaGetLastError();
   if (capture != cudaStreamCaptureStatusNone) {
@@ -171,7 +186,8 @@ std::shared_ptr<CudaTask> CudaRingEngine::enqueue(const CudaCall& c, const Finge
     throw CommError(reason);
   }
   const uint64_t recordId = state_->recordQueued(fp.seq, c.collective, detail);
-  auto task = std::make_shared<CudaTask>(fp.seq, describe(fp), end, c.timeout, recordId, state_);
+  auto task = std::make_shared<CudaTask>(fp.seq, describe(fp), end, c.timeout, recordId, state_,
+                                         c.onFinished);
   watchdog_->watch(task);
   ++gKernelCalls;
   if (c.afterLaunch) c.afterLaunch(commStream_);

@@ -64,6 +64,9 @@ struct CudaCall {
   // Under the enqueue lock, right after the kernel and its end event are queued on `comm` and
   // the task is watched: what must be ordered on the comm stream right behind this kernel.
   std::function<void(cudaStream_t comm)> afterLaunch;
+  // Once, when the collective's outcome is known (null error: it succeeded), on the thread that
+  // learns it (the watchdog, or one polling the task), whether or not a Work still holds it.
+  CudaTask::FinishHook onFinished;
 };
 
 class CudaRingEngine {

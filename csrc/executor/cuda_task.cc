@@ -2,19 +2,21 @@
 
 #include "common/errors.h"
 #include "executor/cuda_errors.h"
+#include "executor/cuda_event.h"
 
 namespace ring {
 
 CudaTask::CudaTask(uint64_t seq, std::string what, cudaEvent_t end,
                    std::chrono::milliseconds timeout, uint64_t recordId,
-                   std::shared_ptr<CudaGroupState> state)
+                   std::shared_ptr<CudaGroupState> state, FinishHook completion)
     : seq_(seq),
       what_(std::move(what)),
       end_(end),
       timeout_(timeout),
       recordId_(recordId),
       enqueued_(std::chrono::steady_clock::now()),
-      state_(std::move(state)) {}
+      state_(std::move(state)),
+      completion_(std::move(completion)) {}
 
 CudaTask::~CudaTask() {
   // Destroying an event whose record is still pending is allowed: the runtime releases it once
@@ -28,25 +30,63 @@ std::chrono::milliseconds CudaTask::elapsed() const {
                                                                enqueued_);
 }
 
-void CudaTask::finishOnce(std::exception_ptr error, const std::string& text) {
+std::vector<CudaTask::FinishHook> CudaTask::finishOnce(std::exception_ptr error,
+                                                      const std::string& text) {
   // Caller holds mutex_.
-  if (finished_) return;
+  if (finished_) return {};
   finished_ = true;
   error_ = error;
   state_->recordEnded(recordId_, text);
+  std::vector<FinishHook> hooks;
+  if (completion_) hooks.push_back(std::move(completion_));
   if (hook_) {
-    FinishHook hook = std::move(hook_);
-    hook_ = nullptr;
-    hook(error);
+    hooks.push_back(std::move(hook_));
+    workHookRunning_ = true;  // until runHooks has run it (dropFinishHook waits for that)
   }
+  completion_ = nullptr;
+  hook_ = nullptr;
+  return hooks;
+}
+
+void CudaTask::runHooks(const std::vector<FinishHook>& hooks, const std::exception_ptr& error) {
+  if (hooks.empty()) return;
+  for (const FinishHook& hook : hooks) hook(error);
+  std::lock_guard<std::mutex> lock(mutex_);
+  workHookRunning_ = false;
+  hookDone_.notify_all();
 }
 
 bool CudaTask::poll() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<FinishHook> hooks;
+  std::exception_ptr error;
+  bool ended = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ended = pollLocked(&hooks);
+    error = error_;
+  }
+  runHooks(hooks, error);
+  return ended;
+}
+
+bool CudaTask::pollLocked(std::vector<FinishHook>* hooks) {
   if (kernelEnded_) return true;
-  cudaError_t q = cudaEventQuery(end_);
+  cudaError_t q;
+  {
+    // Polled by the watchdog and by Work.is_completed() while another thread may be capturing
+    // a graph: a query in the default Global mode would fail and break that capture.
+    ThreadLocalCaptureMode notForbiddenByOtherThreadsCaptures;
+    q = cudaEventQuery(end_);
+  }
   if (q == cudaErrorNotReady) {
     (void)cudaGetLastError();  // "not ready" is not an error; leave no trace of it
+    return false;
+  }
+  if (q == cudaErrorStreamCaptureUnsupported) {
+    // Refused because this very thread is capturing a graph (Work.is_completed() inside the
+    // captured region): CUDA tells the user at the capture's end; the kernel's outcome is
+    // simply not known yet.
+    (void)cudaGetLastError();
     return false;
   }
   kernelEnded_ = true;
@@ -56,7 +96,7 @@ bool CudaTask::poll() {
                                 ": the CUDA ring kernel failed: ", cudaGetErrorString(q), " (",
                                 cudaGetErrorName(q), ")");
     state_->breakGroup(reason);
-    finishOnce(std::make_exception_ptr(CommError(reason)), reason);
+    *hooks = finishOnce(std::make_exception_ptr(CommError(reason)), reason);
     return true;
   }
   // Only now, with the end event completed, is the record complete. A record left by this
@@ -70,16 +110,22 @@ bool CudaTask::poll() {
                       " did not run: an earlier collective failed: ", reason);
     }
     state_->breakGroup(reason);
-    finishOnce(std::make_exception_ptr(CommError(reason)), reason);
+    *hooks = finishOnce(std::make_exception_ptr(CommError(reason)), reason);
     return true;
   }
-  finishOnce(nullptr, "");
+  *hooks = finishOnce(nullptr, "");
   return true;
 }
 
 void CudaTask::fail(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  finishOnce(std::make_exception_ptr(CommError(reason)), reason);
+  std::vector<FinishHook> hooks;
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    hooks = finishOnce(std::make_exception_ptr(CommError(reason)), reason);
+    error = error_;
+  }
+  runHooks(hooks, error);
 }
 
 bool CudaTask::finished() {
@@ -93,17 +139,22 @@ std::exception_ptr CudaTask::error() {
 }
 
 void CudaTask::onFinish(FinishHook hook) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (finished_) {
-    hook(error_);
-    return;
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!finished_) {
+      hook_ = std::move(hook);
+      return;
+    }
+    error = error_;
   }
-  hook_ = std::move(hook);
+  hook(error);
 }
 
 void CudaTask::dropFinishHook() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   hook_ = nullptr;
+  hookDone_.wait(lock, [&] { return !workHookRunning_; });
 }
 
 }  // namespace ring

@@ -12,12 +12,14 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "executor/cuda_group_state.h"
 
@@ -30,9 +32,11 @@ class CudaTask {
 
   // Takes ownership of `end`, recorded on the comm stream after the kernel. `what` names the
   // collective in errors ("all_reduce of 1000 float32 (op SUM), sequence 3"); `recordId` is its
-  // flight recorder entry.
+  // flight recorder entry. `completion` (may be empty) runs once when the task finishes, however
+  // long its Work lives: the group's own bookkeeping (completion hook, last error).
   CudaTask(uint64_t seq, std::string what, cudaEvent_t end, std::chrono::milliseconds timeout,
-           uint64_t recordId, std::shared_ptr<CudaGroupState> state);
+           uint64_t recordId, std::shared_ptr<CudaGroupState> state,
+           FinishHook completion = nullptr);
   ~CudaTask();
   CudaTask(const CudaTask&) = delete;
   CudaTask& operator=(const CudaTask&) = delete;
@@ -46,7 +50,8 @@ class CudaTask {
   // The error it finished with (null while running or on success).
   std::exception_ptr error();
 
-  // `hook` runs when the task finishes, or now if it already has. One hook at a time.
+  // `hook` runs when the task finishes, or now if it already has. One hook at a time. Hooks run
+  // outside the task's lock (a hook may call into Python, whose thread may be polling).
   void onFinish(FinishHook hook);
   // No hook from now on; waits for a hook that is running (so its owner may go).
   void dropFinishHook();
@@ -60,7 +65,12 @@ class CudaTask {
   std::chrono::milliseconds elapsed() const;
 
  private:
-  void finishOnce(std::exception_ptr error, const std::string& text);
+  // Under mutex_: poll()'s work; the hooks to run after unlocking go to *hooks.
+  bool pollLocked(std::vector<FinishHook>* hooks);
+  // Under mutex_: records the outcome (once) and hands back the hooks to run after unlocking.
+  std::vector<FinishHook> finishOnce(std::exception_ptr error, const std::string& text);
+  // Runs `hooks` (none under the lock), then tells dropFinishHook the Work's hook is done.
+  void runHooks(const std::vector<FinishHook>& hooks, const std::exception_ptr& error);
 
   const uint64_t seq_;
   const std::string what_;
@@ -75,6 +85,9 @@ class CudaTask {
   bool finished_ = false;
   std::exception_ptr error_;
   FinishHook hook_;
+  FinishHook completion_;
+  bool workHookRunning_ = false;  // hook_ was handed out and has not returned yet
+  std::condition_variable hookDone_;
 };
 
 }  // namespace ring

@@ -62,6 +62,11 @@ void StagedCopies::wait(cudaStream_t caller) {
   blockStream(caller);
 }
 
+bool StagedCopies::waitFinished(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return finished_.wait_for(lock, timeout, [&] { return hostDone_; });
+}
+
 void StagedCopies::blockStream(cudaStream_t caller) {
   // Under the lock: copiedBack_ is recorded by finish before hostDone_ is set.
   std::lock_guard<std::mutex> lock(mutex_);

@@ -61,6 +61,9 @@ class StagedCopies {
   // Blocks until finish has run (the host call ends within its own timeout, or at abort),
   // rethrows its error, then makes `caller` wait for the copies back (on the GPU).
   void wait(cudaStream_t caller);
+  // Blocks until finish has run (the copies back, if any, are queued), at most `timeout`;
+  // whether it has.
+  bool waitFinished(std::chrono::milliseconds timeout);
   // `caller` waits on the GPU for the copies back; nothing before finish has run.
   void blockStream(cudaStream_t caller);
   // finish has run and either failed or its copies back have landed.

@@ -167,5 +167,55 @@ TEST(CudaEngineFailures, ATaskEndsOnlyWithItsEndEvent) {
   for (const auto& out : outcomes) EXPECT_TRUE(out.ok()) << out.message();
 }
 
+// A timeout too long for nanoseconds (python's timedelta.max is 2.7e9 years) means "wait as
+// long as it takes": the kernels' spin limit, set beyond the timeout, must not wrap around. This
+// one is chosen so that (timeout + the 30 s margin) x 1e6 wraps to under a millisecond.
+TEST(CudaEngineFailures, AnEnormousTimeoutNeverStopsAKernelThatWaits) {
+  const std::chrono::milliseconds wraps{18446744073710LL - 30000};
+  const auto outcomes = runEngineGroup(2, [&](EngineRank& r) {
+    DeviceFloats data(std::vector<float>(256, 1.0f));
+    if (r.rank == 1) std::this_thread::sleep_for(100ms);  // rank 0's kernel waits for it
+    auto task = r.engine.allReduce(callOf(r, 0, wraps), data.data(), 256, DType::Float32,
+                                   RedOp::Sum, 1.0);
+    awaitFinished(*task, 10s);
+    EXPECT_EQ(errorOf(*task), "") << "rank " << r.rank;
+    r.engine.waitIdle();
+  });
+  for (const auto& out : outcomes) EXPECT_TRUE(out.ok()) << out.message();
+}
+
+// Rank 1 aborts with a kernel in flight (its watchdog stops it and marks its group broken);
+// rank 0, with none in flight, learns of it only when its next collective is refused. Rank 0's
+// shutdown must not then wait to close the CUDA links with rank 1 (which skips the close, as a
+// broken group's rank does) for the group's timeout.
+TEST(CudaEngineFailures, ARankToldOfAFailureAtEnqueueDoesNotWaitToCloseAtShutdown) {
+  EngineGroupOptions o;
+  o.groupTimeout = 20s;  // the close wait is the lesser of it and 30 s
+  Latch failed(2);
+  std::vector<std::chrono::milliseconds> shutdownTook(2);
+  auto outcomes = runEngineGroup(2, [&](EngineRank& r) {
+    DeviceFloats data(std::vector<float>(64, 1.0f));
+    if (r.rank == 1) {
+      auto task = r.engine.allReduce(callOf(r, 0), data.data(), 64, DType::Float32, RedOp::Sum,
+                                     1.0);
+      r.comm.abort("the test stops rank 1");
+      awaitFinished(*task, 10s);
+      EXPECT_NE(errorOf(*task), "");
+    }
+    failed.arriveAndWait();
+    if (r.rank == 0) {
+      EXPECT_THROW(r.engine.allReduce(callOf(r, 0), data.data(), 64, DType::Float32,
+                                      RedOp::Sum, 1.0),
+                   CommError);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    r.engine.shutdown();
+    shutdownTook[r.rank] = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - start);
+  }, o);
+  EXPECT_LT(shutdownTook[0], 5s);
+  EXPECT_LT(shutdownTook[1], 5s);
+}
+
 }  // namespace
 }  // namespace ring

@@ -138,7 +138,13 @@ TEST(CudaHost, PathChoice) {
   };
   declined(me, "other|boot|ns", info(2, 101, 0, 0xaa), -1, false, "different hosts");
   declined(me, host, info(2, 101, 1, 0xbb), 1, false, "no peer access");
-  declined(me, host, info(2, 101, 1, 0xbb), -1, false, "not visible");
+  // Another process on a GPU this one cannot see (CUDA_VISIBLE_DEVICES): IPC all the same
+  // (cudaIpcOpenMemHandle maps memory of other devices; a failed open declines the link)...
+  c = choosePeerPath(host, me, host, info(2, 101, 1, 0xbb), -1, false);
+  EXPECT_EQ(c.path, PeerPath::Ipc);
+  EXPECT_FALSE(c.needsPeerAccess);
+  // ... while a thread of this process could only use a GPU it sees.
+  declined(me, host, info(1, 100, 1, 0xbb), -1, false, "not visible");
   CudaPeerInfo off = info(2, 101, 0, 0xaa);
   off.enabled = 0;
   declined(me, host, off, -1, false, "TORCH_RING_CUDA_KERNELS=0");

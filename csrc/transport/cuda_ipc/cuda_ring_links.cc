@@ -3,8 +3,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -36,6 +39,31 @@ int localOrdinalOf(const uint8_t* uuid) {
     if (std::memcmp(prop.uuid.bytes, uuid, 16) == 0) return d;
   }
   return -1;
+}
+
+// Ranks that are threads of one process on one GPU share its context, and a ring kernel of one
+// spins until the others' run: anything that waits for the whole device meanwhile waits for a
+// kernel that waits for it. CUDA's lazy module loading (CUDA_MODULE_LOADING=LAZY: CUDA's default
+// since 12.2, and torch's) may synchronise the context when a kernel is first loaded (the CUDA
+// Programming Guide says so of spinning kernels), and cudaFree (torch.cuda.empty_cache, or the
+// caching allocator freeing its cache when an allocation finds the memory full) synchronises
+// it. Not refused (it works when nothing of the kind happens mid-collective), but said once.
+void warnOfImplicitSynchronization(int ranks, int device) {
+  const char* loading = std::getenv("CUDA_MODULE_LOADING");
+  const bool eager = loading != nullptr && std::string(loading) == "EAGER";
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    RING_LOG(kLogWarn, ranks, " ranks of this process share cuda:", device,
+             ": a ring kernel of one waits for the others' kernels, so whatever synchronises "
+             "the device meanwhile waits for it until the group's timeout: ",
+             eager ? "" : "the first launch of a torch kernel under lazy module loading "
+                          "(CUDA_MODULE_LOADING is not EAGER), ",
+             "cudaFree (torch.cuda.empty_cache(), or the caching allocator when memory runs "
+             "out). ",
+             eager ? "" : "Set CUDA_MODULE_LOADING=EAGER before CUDA starts, ",
+             "keep empty_cache() and out-of-memory retries out of the collectives' way, or run "
+             "the ranks as processes (one per rank, as torchrun does).");
+  });
 }
 
 std::string infoKey(int rank) { return strCat("ring/cuda/info/", rank); }
@@ -73,10 +101,9 @@ CudaRingLinks::CudaRingLinks(Store& store, int rank, int size, const CudaLinkOpt
   mine.device = opts.device;
   mine.geometry = opts.geometry;
 
-  std::unique_ptr<DeviceScope> scope;
   if (opts.enabled) {
     try {
-      scope = std::make_unique<DeviceScope>(device_);
+      requireCurrentDevice(device_, "setting up the CUDA links");
       allocate(rank);
       mine.ready = 1;
       mine.inboxAddress = reinterpret_cast<uint64_t>(inbox_);
@@ -121,8 +148,10 @@ CudaRingLinks::CudaRingLinks(Store& store, int rank, int size, const CudaLinkOpt
   // Refused outright (every rank says so, with the same words): more blocks than fit.
   std::string fatal;
   if (mine.ready) {
-    fatal = coResidencyProblem(ranksSharingGpuInProcess(infos, mine), opts.geometry.channels,
-                               smCount_, footprint_.minBlocksPerSm);
+    const int sharing = ranksSharingGpuInProcess(infos, mine);
+    fatal = coResidencyProblem(sharing, opts.geometry.channels, smCount_,
+                               footprint_.minBlocksPerSm);
+    if (fatal.empty() && sharing > 1) warnOfImplicitSynchronization(sharing, device_);
   }
 
   // This rank's verdict on its own two links (one when next == prev).
@@ -177,8 +206,11 @@ CudaRingLinks::CudaRingLinks(Store& store, int rank, int size, const CudaLinkOpt
       } else {
         opened_.push_back(ptr);
       }
-      how = theirLocal < 0 ? "CUDA IPC (same GPU)"
-                           : strCat("CUDA IPC (cuda:", device_, " -> cuda:", theirLocal, ")");
+      const bool sameGpu = std::memcmp(mine.uuid, theirs.uuid, 16) == 0;
+      how = sameGpu ? std::string("CUDA IPC (same GPU)")
+                    : theirLocal < 0
+                          ? strCat("CUDA IPC (cuda:", device_, " -> a GPU this process cannot see)")
+                          : strCat("CUDA IPC (cuda:", device_, " -> cuda:", theirLocal, ")");
     }
     if (choice.path == PeerPath::Declined) {
       verdict = strCat("rank ", rank, " -> rank ", peer, ": ", choice.reason);

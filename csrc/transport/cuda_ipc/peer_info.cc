@@ -79,10 +79,16 @@ PathChoice choosePeerPath(const std::string& myHost, const CudaPeerInfo& me,
   const bool sameProcess = me.processToken == them.processToken && me.pid == them.pid;
   if (!sameGpu) {
     if (theirLocalOrdinal < 0) {
-      c.reason = "the peer's GPU is not visible to this process (CUDA_VISIBLE_DEVICES)";
-      return c;
-    }
-    if (!canAccessPeer) {
+      // Hidden by CUDA_VISIBLE_DEVICES (one GPU per rank, the SLURM way): a thread of this
+      // process could not use it, but another process's memory on it opens through CUDA IPC,
+      // which enables peer access as it maps (cudaIpcOpenMemHandle). Whether the two GPUs have
+      // a peer path cannot be asked of a GPU this process cannot see: the open tells, and an
+      // open that fails declines the link.
+      if (sameProcess) {
+        c.reason = "the peer's GPU is not visible to this process (CUDA_VISIBLE_DEVICES)";
+        return c;
+      }
+    } else if (!canAccessPeer) {
       c.reason = strCat("no peer access from GPU ", me.device, " to GPU ", theirLocalOrdinal,
                         " (cudaDeviceCanAccessPeer is false: no NVLink/PCIe P2P path)");
       return c;

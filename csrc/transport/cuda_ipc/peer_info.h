@@ -7,9 +7,11 @@
 //            (opening one's own IPC handle fails, so this case must not use IPC).
 //   Ipc    - another process on this host: open its exported handle (cudaIpcOpenMemHandle).
 //            Several ranks on ONE GPU work this way without any peer access.
+//            A peer on a GPU this process cannot see (CUDA_VISIBLE_DEVICES) takes IPC too:
+//            the handle opens all the same, and an open that fails declines the link.
 //   Declined (with a reason) - the caller stages through pinned host memory over the CPU
-//            transport instead: a different host, another GPU without peer access, a GPU this
-//            process cannot see, IPC unsupported, CUDA disabled, or differing FIFO geometry.
+//            transport instead: a different host, another GPU without peer access, IPC
+//            unsupported or failing, CUDA disabled, or differing FIFO geometry.
 #pragma once
 
 #include <cstdint>

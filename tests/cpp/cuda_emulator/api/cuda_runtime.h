@@ -60,6 +60,7 @@ enum cudaError_t : int {
   cudaErrorNotSupported = 801,
   cudaErrorStreamCaptureUnsupported = 900,
   cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureMerge = 902,
   cudaErrorStreamCaptureUnmatched = 903,
   cudaErrorStreamCaptureImplicit = 906,
   cudaErrorCapturedEvent = 907,

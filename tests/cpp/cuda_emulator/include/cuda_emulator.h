@@ -5,7 +5,9 @@
 //
 // The configuration is also read from the environment when the runtime starts in a process,
 // so that a rank process started by a test (forked or exec'd) can be given one:
-//   CUDA_EMULATOR_DEVICES=1          devices (0: cudaGetDeviceCount says cudaErrorNoDevice)
+//   CUDA_EMULATOR_DEVICES=1          devices on the machine (0: cudaGetDeviceCount says
+//                                    cudaErrorNoDevice)
+//   CUDA_VISIBLE_DEVICES             CUDA's own: which of them this process sees, in its order
 //   CUDA_EMULATOR_SMS=132            multiprocessors per device
 //   CUDA_EMULATOR_BLOCKS_PER_SM=2    resident blocks per multiprocessor (any kernel)
 //   CUDA_EMULATOR_LOCAL_BYTES=0      per-thread local memory of every kernel (its stack need)
@@ -15,6 +17,7 @@
 //                                    waits this long (a slow kernel: work ordered after it
 //                                    only by a missing wait then reads stale data)
 //   CUDA_EMULATOR_FAIL=cudaIpcGetMemHandle:801,cudaMalloc:2   calls that fail with that code
+//   CUDA_EMULATOR_DELAY_MS=cudaMemcpyAsync:300   calls that first sleep that long (delayCall)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -34,6 +37,9 @@ struct Config {
   size_t initialStackBytes = 1024;
   bool peerAccess = true;
   std::chrono::milliseconds launchDelay{0};
+  // CUDA_VISIBLE_DEVICES: a comma-separated list of device indices, the ones this process sees
+  // and in that order; an invalid index hides itself and every index after it. Empty: all.
+  std::string visibleDevices;
 };
 
 // The configuration in force (the environment's, until setConfig).

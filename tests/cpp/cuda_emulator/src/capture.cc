@@ -33,6 +33,7 @@ using cudaemu::detail::enter;
 using cudaemu::detail::fail;
 using cudaemu::detail::Runtime;
 using cudaemu::detail::runtime;
+using cudaemu::detail::CaptureSequence;
 using cudaemu::detail::StreamCore;
 
 namespace cudaemu {
@@ -49,27 +50,29 @@ cudaError_t captureRulesAllow(const char* api) {
   const int mode = captureInteractionMode();
   if (mode == cudaStreamCaptureModeRelaxed || unsafe.count(api) == 0) return cudaSuccess;
   const std::thread::id me = std::this_thread::get_id();
-  std::vector<std::shared_ptr<StreamCore>> forbidding;
+  std::vector<std::shared_ptr<CaptureSequence>> forbidding;
   {
     Runtime& rt = runtime();
     std::lock_guard<std::mutex> lock(rt.mutex);
-    std::vector<std::weak_ptr<StreamCore>> still;
+    std::vector<std::weak_ptr<CaptureSequence>> still;
     for (const auto& weak : rt.capturing) {
-      std::shared_ptr<StreamCore> s = weak.lock();
-      if (s == nullptr || s->captureStatus() == 0) continue;
-      still.push_back(s);
-      const bool mine = s->captureThread() == me;
-      const int begunIn = s->captureMode();
-      if ((mine && begunIn != cudaStreamCaptureModeRelaxed) ||
+      std::shared_ptr<CaptureSequence> c = weak.lock();
+      if (c == nullptr || c->status.load() == cudaStreamCaptureStatusNone) continue;
+      still.push_back(c);
+      const bool mine = c->thread == me;
+      if ((mine && c->mode != cudaStreamCaptureModeRelaxed) ||
           (!mine && mode == cudaStreamCaptureModeGlobal &&
-           begunIn == cudaStreamCaptureModeGlobal)) {
-        forbidding.push_back(std::move(s));
+           c->mode == cudaStreamCaptureModeGlobal)) {
+        forbidding.push_back(std::move(c));
       }
     }
     rt.capturing.swap(still);
   }
   if (forbidding.empty()) return cudaSuccess;
-  for (const auto& s : forbidding) s->invalidateCapture();
+  for (const auto& c : forbidding) {
+    int active = 1;
+    c->status.compare_exchange_strong(active, 2);
+  }
   return cudaErrorStreamCaptureUnsupported;
 }
 
@@ -144,8 +147,11 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mo
   std::shared_ptr<StreamCore> core = cudaemu::detail::streamOf(rt, stream);
   if (core == nullptr) return fail(cudaErrorInvalidResourceHandle);
   if (core->captureStatus() != 0) return fail(cudaErrorIllegalState);
-  core->beginCapture(mode, std::this_thread::get_id(), ++captures);
-  rt.capturing.push_back(core);
+  auto sequence =
+      std::make_shared<CaptureSequence>(++captures, mode, std::this_thread::get_id());
+  core->beginCapture(sequence);
+  // Kept alive by its streams only: it is under way while one of them captures into it.
+  rt.capturing.push_back(sequence);
   return cudaSuccess;
 }
 
@@ -160,8 +166,23 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
       core->captureThread() != std::this_thread::get_id()) {
     return fail(cudaErrorStreamCaptureWrongThread);
   }
-  const bool invalidated = core->captureStatus() == cudaStreamCaptureStatusInvalidated;
-  std::vector<cudaemu::detail::Operation> ops = core->endCapture();
+  // Ended on the stream it began on; every stream that joined it leaves it too, and what each
+  // recorded goes into the graph (the origin's first).
+  std::shared_ptr<CaptureSequence> sequence = core->capture();
+  std::vector<std::shared_ptr<StreamCore>> members;
+  {
+    std::lock_guard<std::mutex> lock(sequence->mutex);
+    for (const auto& weak : sequence->members) {
+      if (std::shared_ptr<StreamCore> m = weak.lock()) members.push_back(std::move(m));
+    }
+  }
+  if (members.empty() || members.front() != core) return fail(cudaErrorStreamCaptureUnmatched);
+  const bool invalidated = sequence->status.load() == cudaStreamCaptureStatusInvalidated;
+  std::vector<cudaemu::detail::Operation> ops;
+  for (const auto& m : members) {
+    for (auto& op : m->endCapture()) ops.push_back(std::move(op));
+  }
+  sequence->status.store(cudaStreamCaptureStatusNone);  // over: it forbids nothing any more
   if (invalidated) {
     *graph = nullptr;
     return fail(cudaErrorStreamCaptureInvalidated);

@@ -43,7 +43,11 @@ void uuidOf(int d, char out[16]) {
 cudaError_t cudaGetDeviceCount(int* count) {
   if (cudaError_t e = enter("cudaGetDeviceCount")) return fail(e);
   if (count == nullptr) return fail(cudaErrorInvalidValue);
-  *count = currentConfig().devices;
+  {
+    Runtime& rt = runtime();
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    *count = static_cast<int>(rt.devices.size());
+  }
   return *count == 0 ? fail(cudaErrorNoDevice) : cudaSuccess;
 }
 
@@ -66,12 +70,14 @@ cudaError_t cudaSetDevice(int d) {
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int d) {
   if (cudaError_t e = enter("cudaGetDeviceProperties")) return fail(e);
   if (prop == nullptr) return fail(cudaErrorInvalidValue);
-  if (device(d) == nullptr) return fail(cudaErrorInvalidDevice);
+  DeviceState* state = device(d);
+  if (state == nullptr) return fail(cudaErrorInvalidDevice);
   const cudaemu::Config c = currentConfig();
   std::memset(prop, 0, sizeof *prop);
   std::snprintf(prop->name, sizeof prop->name, "Emulated CUDA device %d (%d SMs x %d blocks)", d,
                 c.smsPerDevice, c.blocksPerSm);
-  uuidOf(d, prop->uuid.bytes);
+  // Which of the machine's devices it is: the same in every process, however numbered there.
+  uuidOf(state->physical, prop->uuid.bytes);
   prop->totalGlobalMem = size_t{80} << 30;
   prop->sharedMemPerBlock = 48 << 10;
   prop->regsPerBlock = 65536;
@@ -84,7 +90,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int d) {
   prop->minor = 0;
   prop->canMapHostMemory = 1;
   prop->unifiedAddressing = 1;
-  prop->pciBusID = d + 1;
+  prop->pciBusID = state->physical + 1;
   return cudaSuccess;
 }
 

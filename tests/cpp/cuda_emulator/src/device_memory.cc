@@ -64,7 +64,7 @@ struct HandleBytes {
   uint32_t magic;
   int32_t pid;
   int32_t fd;
-  int32_t device;
+  int32_t device;  // the machine's index of the exporter's device (not its ordinal)
   uint64_t id;
   uint64_t mapBytes;
 };
@@ -220,8 +220,10 @@ cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr) {
   if (it == rt.allocations.begin()) return fail(cudaErrorInvalidValue);
   --it;
   if (p >= it->first + it->second.bytes) return fail(cudaErrorInvalidValue);
-  HandleBytes h{kHandleMagic, static_cast<int32_t>(getpid()), it->second.fd, it->second.device,
-                it->second.id, it->second.mapBytes};
+  // The handle names the machine's device, which the opening process may number otherwise.
+  const cudaemu::detail::DeviceState* owner = cudaemu::detail::deviceOf(rt, it->second.device);
+  HandleBytes h{kHandleMagic, static_cast<int32_t>(getpid()), it->second.fd,
+                owner != nullptr ? owner->physical : -1, it->second.id, it->second.mapBytes};
   std::memset(handle, 0, sizeof *handle);
   std::memcpy(handle->reserved, &h, sizeof h);
   return cudaSuccess;
@@ -239,6 +241,14 @@ cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsig
   if (h.pid == static_cast<int32_t>(getpid())) return fail(cudaErrorDeviceUninitialized);
   Runtime& rt = runtime();
   std::lock_guard<std::mutex> lock(rt.mutex);
+  // Memory of another device is mapped with peer access, as cudaDeviceEnablePeerAccess would
+  // enable it; that device need not be visible to this process.
+  const cudaemu::detail::DeviceState* here =
+      cudaemu::detail::deviceOf(rt, cudaemu::detail::currentDevice());
+  if (here == nullptr) return fail(cudaErrorInvalidDevice);
+  if (h.device != here->physical && !rt.config.peerAccess) {
+    return fail(cudaErrorPeerAccessUnsupported);
+  }
   // A second open of the same handle here shares the first mapping and counts one more.
   for (auto& [ptr, m] : rt.mappings) {
     if (m.id == h.id) {

@@ -49,6 +49,8 @@ constexpr ErrorWords kErrors[] = {
      "operation not permitted when stream is capturing"},
     {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated",
      "operation failed due to a previous error during capture"},
+    {cudaErrorStreamCaptureMerge, "cudaErrorStreamCaptureMerge",
+     "operation would result in a merge of separate capture sequences"},
     {cudaErrorStreamCaptureUnmatched, "cudaErrorStreamCaptureUnmatched",
      "capture was not initiated in this stream"},
     {cudaErrorStreamCaptureImplicit, "cudaErrorStreamCaptureImplicit",

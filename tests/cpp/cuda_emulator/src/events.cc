@@ -1,6 +1,10 @@
 // Events: a record captures the stream's position at the time of the call; query, synchronize
 // and cudaStreamWaitEvent look at the last record made before they were called (CUDA Runtime
 // API, cudaEventRecord). A never-recorded event stands for no work and reads as complete.
+// A record made while the stream captures goes into the capture instead: the event may then
+// not be queried or synchronized while the capture lasts (cudaErrorCapturedEvent), and a stream
+// that waits on it joins the capture (CUDA Programming Guide, "Cross-stream dependencies and
+// events").
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -17,13 +21,22 @@ using cudaemu::detail::StreamCore;
 
 namespace {
 
-// The event's last record, or a null stream if there was none (an unknown handle: false).
-bool lastRecord(cudaEvent_t event, std::shared_ptr<StreamCore>* stream, uint64_t* position) {
+struct LastRecord {
+  std::shared_ptr<StreamCore> stream;  // null: never recorded outside a capture
+  uint64_t position = 0;
+  // The capture the last record went into, while it is still under way.
+  std::shared_ptr<cudaemu::detail::CaptureSequence> capture;
+};
+
+// The event's last record (an unknown handle: false).
+bool lastRecord(cudaEvent_t event, LastRecord* out) {
   Runtime& rt = runtime();
   std::lock_guard<std::mutex> lock(rt.mutex);
   if (event == nullptr || rt.events.count(event) == 0) return false;
-  *stream = event->stream;
-  *position = event->position;
+  out->stream = event->stream;
+  out->position = event->position;
+  out->capture = event->capturedIn;
+  if (out->capture != nullptr && out->capture->status.load() == 0) out->capture = nullptr;
   return true;
 }
 
@@ -54,11 +67,19 @@ cudaError_t recordEvent(cudaEvent_t event, cudaStream_t stream) {
   if (cudaError_t e = cudaemu::detail::submit(stream, std::move(marker), &core, &position)) {
     return fail(e);
   }
-  if (core->captureStatus() != 0) return cudaSuccess;  // captured into the graph, not recorded
+  std::shared_ptr<cudaemu::detail::CaptureSequence> capture = core->capture();
   Runtime& rt = runtime();
   std::lock_guard<std::mutex> lock(rt.mutex);
   // Destroyed meanwhile, by another thread.
   if (rt.events.count(event) == 0) return fail(cudaErrorInvalidResourceHandle);
+  if (capture != nullptr) {
+    // Into the capture: the event now stands for a node of the graph, not for device work.
+    event->capturedIn = std::move(capture);
+    event->stream = nullptr;
+    event->reachedAt = nullptr;
+    return cudaSuccess;
+  }
+  event->capturedIn = nullptr;
   event->stream = core;
   event->position = position;
   event->reachedAt = reachedAt;
@@ -102,31 +123,48 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (cudaError_t e = enter("cudaEventQuery")) return fail(e);
-  std::shared_ptr<StreamCore> stream;
-  uint64_t position = 0;
-  if (!lastRecord(event, &stream, &position)) return fail(cudaErrorInvalidResourceHandle);
-  if (stream == nullptr) return cudaSuccess;
-  return stream->reached(position) ? cudaSuccess : cudaErrorNotReady;
+  LastRecord r;
+  if (!lastRecord(event, &r)) return fail(cudaErrorInvalidResourceHandle);
+  if (r.capture != nullptr) return fail(cudaErrorCapturedEvent);
+  if (r.stream == nullptr) return cudaSuccess;
+  return r.stream->reached(r.position) ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (cudaError_t e = enter("cudaEventSynchronize")) return fail(e);
-  std::shared_ptr<StreamCore> stream;
-  uint64_t position = 0;
-  if (!lastRecord(event, &stream, &position)) return fail(cudaErrorInvalidResourceHandle);
-  if (stream != nullptr) stream->waitFor(position);
+  LastRecord r;
+  if (!lastRecord(event, &r)) return fail(cudaErrorInvalidResourceHandle);
+  if (r.capture != nullptr) return fail(cudaErrorCapturedEvent);
+  if (r.stream != nullptr) r.stream->waitFor(r.position);
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
   if (cudaError_t e = enter("cudaStreamWaitEvent")) return fail(e);
   if (flags != 0) return fail(cudaErrorInvalidValue);
-  std::shared_ptr<StreamCore> source;
-  uint64_t position = 0;
-  if (!lastRecord(event, &source, &position)) return fail(cudaErrorInvalidResourceHandle);
+  LastRecord r;
+  if (!lastRecord(event, &r)) return fail(cudaErrorInvalidResourceHandle);
+  if (r.capture != nullptr) {
+    // A wait on a captured record: the waiting stream joins that capture (a fork), and its
+    // work from now on is recorded into it too.
+    Runtime& rt = runtime();
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    std::shared_ptr<StreamCore> waiter = cudaemu::detail::streamOf(rt, stream);
+    if (waiter == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    if (waiter->legacy) return fail(cudaErrorStreamCaptureImplicit);
+    const std::shared_ptr<cudaemu::detail::CaptureSequence> own = waiter->capture();
+    if (own == nullptr) {
+      waiter->beginCapture(r.capture);
+    } else if (own != r.capture) {
+      return fail(cudaErrorStreamCaptureMerge);  // two captures may not become one
+    }
+    return cudaSuccess;
+  }
   // The wait refers to the record in force now; a later record does not move it.
   cudaemu::detail::Operation wait = [] {};
-  if (source != nullptr) wait = [source, position] { source->waitFor(position); };
+  if (r.stream != nullptr) {
+    wait = [source = r.stream, position = r.position] { source->waitFor(position); };
+  }
   if (cudaError_t e = cudaemu::detail::submit(stream, std::move(wait))) return fail(e);
   return cudaSuccess;
 }

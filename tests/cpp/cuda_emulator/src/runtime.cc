@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -76,19 +77,70 @@ int64_t envInt(const char* name, int64_t fallback) {
 
 }  // namespace
 
-DeviceState::DeviceState(int o, size_t stackBytes, int slotCount)
-    : ordinal(o), slots(slotCount), stackLimit(stackBytes) {}
+DeviceState::DeviceState(int o, int p, size_t stackBytes, int slotCount)
+    : ordinal(o), physical(p), slots(slotCount), stackLimit(stackBytes) {}
+
+std::vector<int> visiblePhysicalDevices(const Config& c) {
+  std::vector<int> out;
+  if (c.visibleDevices.empty()) {
+    for (int d = 0; d < c.devices; ++d) out.push_back(d);
+    return out;
+  }
+  // CUDA's rule: indices in the list's order; the first invalid one ends the list.
+  size_t at = 0;
+  while (at <= c.visibleDevices.size()) {
+    size_t comma = c.visibleDevices.find(',', at);
+    if (comma == std::string::npos) comma = c.visibleDevices.size();
+    const std::string item = c.visibleDevices.substr(at, comma - at);
+    char* end = nullptr;
+    const long d = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || d < 0 || d >= c.devices ||
+        std::find(out.begin(), out.end(), static_cast<int>(d)) != out.end()) {
+      break;
+    }
+    out.push_back(static_cast<int>(d));
+    at = comma + 1;
+  }
+  return out;
+}
 
 Runtime::Runtime(const Config& c, std::map<std::string, cudaError_t> f,
                  std::map<std::string, std::chrono::milliseconds> d)
     : config(c), failures(std::move(f)), delays(std::move(d)) {
-  for (int d = 0; d < config.devices; ++d) {
-    devices.push_back(std::make_unique<DeviceState>(d, config.initialStackBytes,
+  const std::vector<int> visible = visiblePhysicalDevices(config);
+  for (size_t d = 0; d < visible.size(); ++d) {
+    devices.push_back(std::make_unique<DeviceState>(static_cast<int>(d), visible[d],
+                                                    config.initialStackBytes,
                                                     config.smsPerDevice * config.blocksPerSm));
   }
 }
 
-Config configFromEnvironment(std::map<std::string, cudaError_t>* failures) {
+// "api:number,api:number" (CUDA_EMULATOR_FAIL, CUDA_EMULATOR_DELAY_MS): each api with its number.
+std::map<std::string, long> apiNumbers(const char* variable) {
+  std::map<std::string, long> out;
+  const char* v = std::getenv(variable);
+  if (v == nullptr) return out;
+  const std::string list(v);
+  size_t at = 0;
+  while (at < list.size()) {
+    size_t comma = list.find(',', at);
+    if (comma == std::string::npos) comma = list.size();
+    const std::string item = list.substr(at, comma - at);
+    const size_t colon = item.find(':');
+    char* end = nullptr;
+    const long n = colon == std::string::npos ? 0 : std::strtol(item.c_str() + colon + 1, &end, 10);
+    if (colon == std::string::npos || colon == 0 || colon + 1 == item.size() || *end != '\0' ||
+        n < 0) {
+      fatal(std::string(variable) + " item '" + item + "' is not <api>:<non-negative number>");
+    }
+    out[item.substr(0, colon)] = n;
+    at = comma + 1;
+  }
+  return out;
+}
+
+Config configFromEnvironment(std::map<std::string, cudaError_t>* failures,
+                             std::map<std::string, std::chrono::milliseconds>* delays) {
   Config c;
   c.devices = static_cast<int>(envInt("CUDA_EMULATOR_DEVICES", c.devices));
   c.smsPerDevice = static_cast<int>(envInt("CUDA_EMULATOR_SMS", c.smsPerDevice));
@@ -97,22 +149,12 @@ Config configFromEnvironment(std::map<std::string, cudaError_t>* failures) {
   c.initialStackBytes = static_cast<size_t>(envInt("CUDA_EMULATOR_STACK_BYTES", 1024));
   c.peerAccess = envInt("CUDA_EMULATOR_PEER_ACCESS", 1) != 0;
   c.launchDelay = std::chrono::milliseconds(envInt("CUDA_EMULATOR_LAUNCH_DELAY_MS", 0));
-  // "api:code,api:code"
-  if (const char* v = std::getenv("CUDA_EMULATOR_FAIL")) {
-    std::string list(v);
-    size_t at = 0;
-    while (at < list.size()) {
-      size_t comma = list.find(',', at);
-      if (comma == std::string::npos) comma = list.size();
-      const std::string item = list.substr(at, comma - at);
-      const size_t colon = item.find(':');
-      if (colon == std::string::npos || colon == 0 || colon + 1 == item.size()) {
-        fatal("CUDA_EMULATOR_FAIL item '" + item + "' is not <api>:<error code>");
-      }
-      (*failures)[item.substr(0, colon)] =
-          static_cast<cudaError_t>(std::atoi(item.c_str() + colon + 1));
-      at = comma + 1;
-    }
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) c.visibleDevices = v;
+  for (const auto& [api, code] : apiNumbers("CUDA_EMULATOR_FAIL")) {
+    (*failures)[api] = static_cast<cudaError_t>(code);
+  }
+  for (const auto& [api, ms] : apiNumbers("CUDA_EMULATOR_DELAY_MS")) {
+    (*delays)[api] = std::chrono::milliseconds(ms);
   }
   return c;
 }
@@ -127,8 +169,9 @@ Runtime& runtime() {
     fresh = new Runtime(*gInheritedConfig, *gInheritedFailures, *gInheritedDelays);
   } else {
     std::map<std::string, cudaError_t> failures;
-    Config c = configFromEnvironment(&failures);
-    fresh = new Runtime(c, std::move(failures), {});
+    std::map<std::string, std::chrono::milliseconds> delays;
+    Config c = configFromEnvironment(&failures, &delays);
+    fresh = new Runtime(c, std::move(failures), std::move(delays));
   }
   Runtime* expected = nullptr;
   if (!gRuntime.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel)) {
@@ -170,7 +213,8 @@ cudaError_t lastError(bool clear) {
   return e;
 }
 
-// The calls that work without a context: they ask about devices or errors. Every other call
+// The calls that work without a context: they ask about devices, errors, versions or the
+// driver's entry points (cudaDriverGetVersion answers even with no driver). Every other call
 // (streams, events, memory, launches, limits, IPC) makes the thread's current device's primary
 // context first, if it has none: so a thread that never set its device creates one on device
 // 0 (the CUDA Runtime API, "Initialization": the primary context is created on first use;
@@ -179,7 +223,8 @@ bool needsContext(const char* api) {
   static const std::set<std::string> contextFree = {
       "cudaGetDevice", "cudaGetDeviceCount", "cudaSetDevice", "cudaGetDeviceProperties",
       "cudaDeviceGetAttribute", "cudaDeviceCanAccessPeer", "cudaGetLastError",
-      "cudaPeekAtLastError", "cudaGetErrorString", "cudaGetErrorName"};
+      "cudaPeekAtLastError", "cudaGetErrorString", "cudaGetErrorName", "cudaDriverGetVersion",
+      "cudaRuntimeGetVersion", "cudaDeviceGetPCIBusId", "cudaGetDriverEntryPointByVersion"};
   return contextFree.count(api) == 0;
 }
 
@@ -228,22 +273,21 @@ Config config() {
 void setConfig(const Config& c) {
   detail::Runtime& rt = detail::runtime();
   std::lock_guard<std::mutex> lock(rt.mutex);
-  if (c.devices != rt.config.devices) {
+  const std::vector<int> visible = detail::visiblePhysicalDevices(c);
+  if (visible != detail::visiblePhysicalDevices(rt.config)) {
     if (!rt.streams.empty() || !rt.events.empty() || rt.counters.liveDeviceAllocations != 0 ||
         rt.counters.liveHostAllocations != 0 || rt.counters.liveIpcMappings != 0) {
-      throw std::logic_error("cudaemu::setConfig: the device count changes only while no "
-                             "stream, event or allocation exists");
+      throw std::logic_error("cudaemu::setConfig: the devices change only while no stream, "
+                             "event or allocation exists");
     }
-    // Devices beyond the new count are kept alive (their legacy streams may hold threads);
-    // they are no longer reachable by ordinal.
-    while (static_cast<int>(rt.devices.size()) < c.devices) {
-      rt.devices.push_back(std::make_unique<detail::DeviceState>(
-          static_cast<int>(rt.devices.size()), c.initialStackBytes, 0));
-    }
+    // The old devices are kept alive (their legacy streams may hold threads); they are no
+    // longer reachable by ordinal.
     static std::vector<std::unique_ptr<detail::DeviceState>> retired;
-    while (static_cast<int>(rt.devices.size()) > c.devices) {
-      retired.push_back(std::move(rt.devices.back()));
-      rt.devices.pop_back();
+    for (auto& d : rt.devices) retired.push_back(std::move(d));
+    rt.devices.clear();
+    for (size_t d = 0; d < visible.size(); ++d) {
+      rt.devices.push_back(std::make_unique<detail::DeviceState>(
+          static_cast<int>(d), visible[d], c.initialStackBytes, 0));
     }
   }
   rt.config = c;

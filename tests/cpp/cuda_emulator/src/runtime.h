@@ -37,6 +37,8 @@ struct CUevent_st {
   // With timing: when the last record's place in its stream was reached (nanoseconds of the
   // steady clock; 0 until then).
   std::shared_ptr<std::atomic<int64_t>> reachedAt;
+  // A record made while its stream captured: the capture it went into (null otherwise).
+  std::shared_ptr<cudaemu::detail::CaptureSequence> capturedIn;
 };
 
 struct CUgraph_st {
@@ -53,8 +55,9 @@ namespace cudaemu {
 namespace detail {
 
 struct DeviceState {
-  DeviceState(int ordinal, size_t stackBytes, int slots);
-  const int ordinal;
+  DeviceState(int ordinal, int physical, size_t stackBytes, int slots);
+  const int ordinal;   // as this process numbers it
+  const int physical;  // which of the machine's devices (CUDA_VISIBLE_DEVICES maps them)
   std::mutex mutex;  // guards the fields below
   std::condition_variable roomFreed;
   int slots;         // blocks that fit at once: multiprocessors x resident blocks each
@@ -115,8 +118,8 @@ struct Runtime {
   std::map<uintptr_t, HostAllocation> hostAllocations;
   // cudaHostRegister'ed ranges (page-locked in CUDA; here only known, so copies may use them).
   std::map<uintptr_t, HostAllocation> registered;
-  // Streams that are capturing now (capture.cc: who may make potentially unsafe calls).
-  std::vector<std::weak_ptr<StreamCore>> capturing;
+  // Capture sequences under way (capture.cc: who may make potentially unsafe calls).
+  std::vector<std::weak_ptr<CaptureSequence>> capturing;
   Counters counters;
 };
 
@@ -155,8 +158,12 @@ cudaError_t enter(const char* api);
 // Records that `device` now has a primary context (cudaSetDevice makes one).
 void noteContext(int device);
 
+// The machine's device indices this process sees, in its order (Config::visibleDevices).
+std::vector<int> visiblePhysicalDevices(const Config& config);
+
 // Reads a configuration from CUDA_EMULATOR_* (see cuda_emulator.h).
-Config configFromEnvironment(std::map<std::string, cudaError_t>* failures);
+Config configFromEnvironment(std::map<std::string, cudaError_t>* failures,
+                             std::map<std::string, std::chrono::milliseconds>* delays);
 
 // Loud end for what CUDA leaves undefined and a test must not get away with.
 [[noreturn]] void fatal(const std::string& what);

@@ -26,7 +26,7 @@ void StreamCore::retire() {
 
 uint64_t StreamCore::enqueue(Operation op) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (captureStatus_ != 0) {
+  if (capture_ != nullptr) {
     captured_.push_back(std::move(op));
     return enqueued_;
   }
@@ -71,44 +71,51 @@ void StreamCore::run() {
 
 int StreamCore::captureStatus() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return captureStatus_;
+  return capture_ == nullptr ? 0 : capture_->status.load();
 }
 
-void StreamCore::beginCapture(int mode, std::thread::id by, uint64_t id) {
+std::shared_ptr<CaptureSequence> StreamCore::capture() {
   std::lock_guard<std::mutex> lock(mutex_);
-  captureStatus_ = 1;
-  captureMode_ = mode;
-  captureThread_ = by;
-  captureId_ = id;
+  return capture_;
+}
+
+void StreamCore::beginCapture(std::shared_ptr<CaptureSequence> sequence) {
+  {
+    std::lock_guard<std::mutex> members(sequence->mutex);
+    sequence->members.push_back(weak_from_this());
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  capture_ = std::move(sequence);
   captured_.clear();
 }
 
 std::vector<Operation> StreamCore::endCapture() {
   std::lock_guard<std::mutex> lock(mutex_);
-  captureStatus_ = 0;
+  capture_ = nullptr;
   std::vector<Operation> out;
   out.swap(captured_);
   return out;
 }
 
 void StreamCore::invalidateCapture() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (captureStatus_ == 1) captureStatus_ = 2;
+  std::shared_ptr<CaptureSequence> c = capture();
+  int active = 1;
+  if (c != nullptr) c->status.compare_exchange_strong(active, 2);
 }
 
 int StreamCore::captureMode() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return captureMode_;
+  std::shared_ptr<CaptureSequence> c = capture();
+  return c == nullptr ? 0 : c->mode;
 }
 
 std::thread::id StreamCore::captureThread() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return captureThread_;
+  std::shared_ptr<CaptureSequence> c = capture();
+  return c == nullptr ? std::thread::id() : c->thread;
 }
 
 uint64_t StreamCore::captureId() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return captureId_;
+  std::shared_ptr<CaptureSequence> c = capture();
+  return c == nullptr ? 0 : c->id;
 }
 
 }  // namespace detail

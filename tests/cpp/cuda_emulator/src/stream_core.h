@@ -4,6 +4,7 @@
 // are positions of a stream, so they need nothing else.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -17,6 +18,19 @@ namespace cudaemu {
 namespace detail {
 
 using Operation = std::function<void()>;
+class StreamCore;
+
+// One capture sequence: begun on one stream (its origin), joined by every stream that waits on
+// an event recorded in it, ended on the origin. Invalidating it invalidates it for all of them.
+struct CaptureSequence {
+  CaptureSequence(uint64_t i, int m, std::thread::id t) : id(i), mode(m), thread(t) {}
+  const uint64_t id;
+  const int mode;              // cudaStreamCaptureMode it was begun in
+  const std::thread::id thread;  // the thread that began it
+  std::atomic<int> status{1};  // cudaStreamCaptureStatus: 1 active, 2 invalidated, 0 ended
+  std::mutex mutex;            // guards members
+  std::vector<std::weak_ptr<StreamCore>> members;  // the origin first
+};
 
 class StreamCore : public std::enable_shared_from_this<StreamCore> {
  public:
@@ -40,11 +54,14 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
   // Whether the thread running now is this stream's own.
   bool isOwnThread() const { return std::this_thread::get_id() == workerId_; }
 
-  // Stream capture (enough for cudaStreamIsCapturing and the capture-time refusals).
-  // 0 none, 1 active, 2 invalidated (cudaStreamCaptureStatus' values).
+  // Stream capture: 0 none, 1 active, 2 invalidated (cudaStreamCaptureStatus' values).
   int captureStatus();
-  void beginCapture(int mode, std::thread::id by, uint64_t id);
-  // Ends the capture and hands back what was captured.
+  // The sequence this stream captures into now (null: none).
+  std::shared_ptr<CaptureSequence> capture();
+  // Joins `sequence` (as its origin, if it has no members yet): from now on work put on this
+  // stream is recorded into it.
+  void beginCapture(std::shared_ptr<CaptureSequence> sequence);
+  // Leaves the capture and hands back what this stream recorded.
   std::vector<Operation> endCapture();
   void invalidateCapture();
   int captureMode();
@@ -65,10 +82,7 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
   uint64_t completed_ = 0;
   bool retired_ = false;
   std::thread::id workerId_;
-  int captureStatus_ = 0;
-  int captureMode_ = 0;
-  std::thread::id captureThread_;
-  uint64_t captureId_ = 0;
+  std::shared_ptr<CaptureSequence> capture_;
   std::vector<Operation> captured_;
 };
 

@@ -10,6 +10,9 @@
 //     capture begun in Relaxed mode forbids nothing to other threads;
 //   - the calling thread's own capture forbids it unsafe calls unless it swapped to Relaxed;
 //   - the legacy stream may not be used while a blocking stream of its device captures;
+//   - a record made during a capture goes into it: the event may not be queried or synchronized
+//     while the capture lasts (cudaErrorCapturedEvent), and a stream that waits on it joins the
+//     capture, its work recorded instead of run until the origin stream ends the capture;
 //   - a captured graph runs again each time an instance of it is launched.
 #include <vector>
 
@@ -161,6 +164,54 @@ TEST_F(EmulatorCapture, CaptureInfoGivesEachCaptureItsOwnId) {
   ASSERT_EQ(cudaStreamGetCaptureInfo(idle, &status, &idA), cudaSuccess);
   EXPECT_EQ(status, cudaStreamCaptureStatusNone);
   EXPECT_EQ(cudaStreamDestroy(idle), cudaSuccess);
+}
+
+TEST_F(EmulatorCapture, AStreamThatWaitsOnACapturedRecordJoinsTheCapture) {
+  Captured origin;
+  origin.Begin(cudaStreamCaptureModeGlobal);
+  cudaEvent_t forked = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&forked, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(forked, origin.stream), cudaSuccess);
+  // Even a Relaxed thread may not query or synchronize an event recorded in a capture.
+  cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
+  ASSERT_EQ(cudaThreadExchangeStreamCaptureMode(&relaxed), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(forked), cudaErrorCapturedEvent);
+  EXPECT_EQ(cudaEventSynchronize(forked), cudaErrorCapturedEvent);
+  ASSERT_EQ(cudaThreadExchangeStreamCaptureMode(&relaxed), cudaSuccess);
+  cudaStream_t side;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(side, forked, 0), cudaSuccess);
+  cudaStreamCaptureStatus status;
+  ASSERT_EQ(cudaStreamIsCapturing(side, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  unsigned long long idOrigin = 0, idSide = 1;
+  ASSERT_EQ(cudaStreamGetCaptureInfo(origin.stream, &status, &idOrigin), cudaSuccess);
+  ASSERT_EQ(cudaStreamGetCaptureInfo(side, &status, &idSide), cudaSuccess);
+  EXPECT_EQ(idOrigin, idSide);
+  std::atomic<int> flag{0};
+  ASSERT_EQ(launchOne(&setFlag, side, &flag, 1), cudaSuccess);  // recorded, not run
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(side, &graph), cudaErrorStreamCaptureUnmatched);
+  ASSERT_EQ(cudaStreamEndCapture(origin.stream, &graph), cudaSuccess);
+  ASSERT_EQ(cudaStreamIsCapturing(side, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);  // ended with its origin
+  size_t nodes = 0;
+  ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &nodes), cudaSuccess);
+  EXPECT_EQ(nodes, 2u);  // the origin's record and the side stream's kernel
+  ASSERT_EQ(cudaStreamSynchronize(side), cudaSuccess);
+  EXPECT_EQ(flag.load(), 0);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiateWithFlags(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, side), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(side), cudaSuccess);
+  EXPECT_EQ(flag.load(), 1);
+  EXPECT_EQ(cudaEventQuery(forked), cudaSuccess);  // its capture is over
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  EXPECT_EQ(cudaEventDestroy(forked), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
+  (void)cudaStreamDestroy(origin.stream);
+  (void)cudaGetLastError();
 }
 
 TEST_F(EmulatorCapture, AnInstantiatedGraphRunsItsWorkAtEachLaunch) {

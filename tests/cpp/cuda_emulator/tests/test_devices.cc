@@ -220,5 +220,63 @@ TEST_F(EmulatorDevices, TheEnvironmentConfiguresAStartedProcess) {
   EXPECT_EQ(waitChild(child), 0);
 }
 
+// CUDA_VISIBLE_DEVICES (CUDA Programming Guide, "CUDA Environment Variables"): the listed
+// devices, in the list's order, renumbered from 0; an invalid index hides itself and all after.
+TEST_F(EmulatorDevices, VisibleDevicesRenumberTheMachinesDevices) {
+  auto uuidsSeen = [](const std::string& visible) {
+    cudaemu::Config c;
+    c.devices = 3;
+    c.visibleDevices = visible;
+    cudaemu::setConfig(c);
+    std::vector<std::string> uuids;
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+    for (int d = 0; d < count; ++d) {
+      cudaDeviceProp p;
+      EXPECT_EQ(cudaGetDeviceProperties(&p, d), cudaSuccess);
+      uuids.emplace_back(p.uuid.bytes, sizeof p.uuid.bytes);
+    }
+    (void)cudaGetLastError();
+    return uuids;
+  };
+  const std::vector<std::string> all = uuidsSeen("");
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(uuidsSeen("2,0"), (std::vector<std::string>{all[2], all[0]}));
+  EXPECT_EQ(uuidsSeen("1,7,0"), (std::vector<std::string>{all[1]}));
+  EXPECT_EQ(uuidsSeen("x"), std::vector<std::string>{});
+  cudaemu::setConfig(cudaemu::Config{});
+  (void)cudaSetDevice(0);
+}
+
+// Memory exported on one of the machine's devices opens in a process that cannot see that
+// device, with peer access as cudaDeviceEnablePeerAccess would enable it, and not without it.
+TEST_F(EmulatorDevices, AnIpcHandleOpensWhereItsDeviceIsNotVisible) {
+  for (bool peerAccess : {true, false}) {
+    cudaemu::Config c;
+    c.devices = 2;
+    c.peerAccess = peerAccess;
+    cudaemu::setConfig(c);
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    void* d = nullptr;
+    ASSERT_EQ(cudaMalloc(&d, 4096), cudaSuccess);
+    cudaIpcMemHandle_t h;
+    ASSERT_EQ(cudaIpcGetMemHandle(&h, d), cudaSuccess);
+    const pid_t child = forkChild([h, peerAccess] {
+      cudaemu::Config only1;
+      only1.devices = 2;
+      only1.peerAccess = peerAccess;
+      only1.visibleDevices = "1";  // as a rank given one GPU (the SLURM way) would see it
+      cudaemu::setConfig(only1);
+      void* mine = nullptr;
+      const cudaError_t e = cudaIpcOpenMemHandle(&mine, h, cudaIpcMemLazyEnablePeerAccess);
+      if (peerAccess) return e == cudaSuccess && cudaIpcCloseMemHandle(mine) == cudaSuccess ? 0 : 1;
+      return e == cudaErrorPeerAccessUnsupported ? 0 : 2;
+    });
+    EXPECT_EQ(waitChild(child), 0) << "peer access " << peerAccess;
+    EXPECT_EQ(cudaFree(d), cudaSuccess);
+  }
+  cudaemu::setConfig(cudaemu::Config{});
+}
+
 }  // namespace
 }  // namespace emutest

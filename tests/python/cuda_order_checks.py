@@ -1,0 +1,279 @@
+"""Rank functions of test_cuda_emulated.py about order: what a CUDA collective's Work, Future and
+streams promise (ProcessGroupNCCL's semantics: docs/conventions.md section 1), the order of a
+group's CUDA calls among themselves, and graph capture. Module level, so that spawned ranks
+import them by name. Every tensor is made on the CPU and copied over, every result read after
+.cpu(): no torch kernel runs (the emulated runtime refuses them)."""
+import datetime
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+from cuda_reference import on
+
+
+def join(timeout_s=60, device=0, set_device=True):
+    """Joins the group with every rank on cuda:`device` (set as the current device unless
+    `set_device` is False); returns rank, world, the device."""
+    if set_device:
+        torch.cuda.set_device(device)
+    dist.init_process_group("ring", timeout=datetime.timedelta(seconds=timeout_s))
+    return dist.get_rank(), dist.get_world_size(), torch.device("cuda", device)
+
+
+def _mine(rank, n):
+    return torch.full((n,), float(rank + 1))
+
+
+def _sum_of_mine(world, n):
+    return torch.full((n,), float(sum(range(1, world + 1))))
+
+
+def rank_async_wait(delay_s):
+    """An async all_reduce whose kernel starts `delay_s` late (CUDA_EMULATOR_LAUNCH_DELAY_MS):
+    issuing and wait() return at once, and later work on the caller's stream sees the result;
+    the same through the Future on a side stream."""
+    rank, world, dev = join()
+    n = 1 << 16
+    x = on(dev, _mine(rank, n))
+    start = time.monotonic()
+    work = dist.all_reduce(x, async_op=True)
+    issued_s = time.monotonic() - start
+    completed_at_once = work.is_completed()
+    start = time.monotonic()
+    work.wait()
+    wait_s = time.monotonic() - start
+    got = x.cpu()  # a copy on the caller's (default) stream: wait() made it wait for the kernel
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        y = on(dev, _mine(rank, n))
+        value = dist.all_reduce(y, async_op=True).get_future().wait()[0]
+        got_future = value.cpu()  # on the side stream, which the Future's wait ordered
+    torch.cuda.synchronize()
+    want = _sum_of_mine(world, n)
+    result = {"issued_s": issued_s, "wait_s": wait_s, "completed_at_once": completed_at_once,
+              "wait_ok": torch.equal(got, want), "future_ok": torch.equal(got_future, want),
+              "finally_completed": work.is_completed()}
+    dist.destroy_process_group()
+    return result
+
+
+def rank_freed_input(delay_s):
+    """Rank 0 drops the input of a pending (late) all_reduce and writes a new tensor of its
+    size at once: the caching allocator may not hand it the input's memory while the comm
+    stream still reads it, so every rank's sum, and rank 0's new tensor, are intact."""
+    rank, world, dev = join()
+    n = 1 << 18
+    x = on(dev, _mine(rank, n))
+    work = dist.all_reduce(x, async_op=True)
+    fresh_ok = None
+    if rank == 0:
+        del x
+        fresh = torch.empty(n, device=dev)
+        fresh.copy_(torch.full((n,), 100.0))  # the caller's stream, not ordered after the kernel
+        work.wait()
+        torch.cuda.synchronize()
+        fresh_ok = torch.equal(fresh.cpu(), torch.full((n,), 100.0))
+        result = None
+    else:
+        work.wait()
+        result = torch.equal(x.cpu(), _sum_of_mine(world, n))
+    dist.destroy_process_group()
+    return {"sum_ok": result, "fresh_ok": fresh_ok}
+
+
+def rank_tensor_outlives_group():
+    """CUDA tensors used by a kernel collective and a staged one are freed after
+    destroy_process_group: the caching allocator then records events on the streams the
+    backend used, which must still exist (the process used to abort here)."""
+    rank, world, dev = join()
+    x = on(dev, _mine(rank, 4099))
+    dist.all_reduce(x)
+    y = on(dev, _mine(rank, 333))
+    dist.reduce(y, dst=0)
+    torch.cuda.synchronize()
+    dist.destroy_process_group()
+    ok = torch.equal(x.cpu(), _sum_of_mine(world, 4099))
+    del x, y
+    torch.cuda.empty_cache()
+    return {"ok": ok}
+
+
+def rank_staged_after_kernel():
+    """all_reduce(x, async) on the ring kernel, whose kernel starts late
+    (CUDA_EMULATOR_LAUNCH_DELAY_MS), then reduce(x), staged through host memory: the staged
+    call must copy x in after the kernel wrote it."""
+    rank, world, dev = join()
+    n = 4096
+    x = on(dev, _mine(rank, n))
+    dist.all_reduce(x, async_op=True)
+    dist.reduce(x, dst=0)
+    total = _sum_of_mine(world, n)
+    got = x.cpu()
+    dist.destroy_process_group()
+    return {"ok": torch.equal(got, total * world if rank == 0 else total),
+            "got": got[:3].tolist()}
+
+
+def _exchange_rows(rank, world, n):
+    """Rank `rank`'s all_to_all input: row j (for rank j) is j's base row plus 1000 x rank."""
+    return torch.arange(world * n, dtype=torch.float32).reshape(world, n) + 1000 * rank
+
+
+def _exchanged(me, world, n):
+    """What all_to_all_single gives rank `me`: every rank's row for it, in rank order."""
+    return torch.cat([_exchange_rows(r, world, n)[me] for r in range(world)])
+
+
+def rank_later_calls_after_staged():
+    """A staged collective issued async (all_to_all_single), its copies slowed
+    (CUDA_EMULATOR_DELAY_MS), then a call that reads its output: a ring kernel (all_reduce)
+    and another staged call (a list all_gather). Each must see the output once it landed."""
+    rank, world, dev = join()
+    n = 1024
+    failures = []
+    out = torch.empty(world * n, device=dev)
+    dist.all_to_all_single(out, on(dev, _exchange_rows(rank, world, n).reshape(-1)),
+                           async_op=True)
+    dist.all_reduce(out)
+    if not torch.equal(out.cpu(), sum(_exchanged(me, world, n) for me in range(world))):
+        failures.append("all_reduce after all_to_all_single reduced something else than the "
+                        "all_to_all's output")
+    out2 = torch.empty(world * n, device=dev)
+    dist.all_to_all_single(out2, on(dev, _exchange_rows(rank, world, n).reshape(-1)),
+                           async_op=True)
+    gathered = [torch.empty(world * n, device=dev) for _ in range(world)]
+    dist.all_gather(gathered, out2)
+    for r in range(world):
+        if not torch.equal(gathered[r].cpu(), _exchanged(r, world, n)):
+            failures.append(f"all_gather after all_to_all_single: block {r} is not rank {r}'s "
+                            f"all_to_all output")
+    dist.destroy_process_group()
+    return {"failures": failures}
+
+
+def rank_capture_while_collective_pending():
+    """Rank 0 captures a CUDA graph (torch.cuda.CUDAGraph, CUDA's default global mode) on a
+    side stream while its all_reduce waits for rank 1, which comes a second later: the
+    backend's watchdog polls the pending kernel meanwhile, and must neither break the capture
+    nor take it for a failed kernel."""
+    rank, world, dev = join()
+    x = on(dev, _mine(rank, 1000))
+    dist.all_reduce(x)  # sets up the CUDA path on both ranks first
+    result = {"capture": None, "replay_ok": None}
+    if rank == 0:
+        work = dist.all_reduce(x, async_op=True)
+        side = torch.cuda.Stream()
+        src = on(dev, torch.arange(4096, dtype=torch.float32))
+        dst = torch.empty_like(src)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.stream(side):
+                graph.capture_begin()
+                dst.copy_(src)
+                time.sleep(0.5)  # the watchdog polls the pending all_reduce
+                graph.capture_end()
+            graph.replay()
+            torch.cuda.synchronize()
+            result["capture"] = "ok"
+            result["replay_ok"] = torch.equal(dst.cpu(), src.cpu())
+        except Exception as e:  # noqa: BLE001
+            result["capture"] = f"{type(e).__name__}: {e}"
+        work.wait()
+    else:
+        time.sleep(1.5)
+        dist.all_reduce(x)
+    torch.cuda.synchronize()
+    result["first_ok"] = torch.equal(x.cpu(), _sum_of_mine(world, 1000) * world)
+    y = on(dev, _mine(rank, 10))
+    try:
+        dist.all_reduce(y)
+        result["after_ok"] = torch.equal(y.cpu(), _sum_of_mine(world, 10))
+    except Exception as e:  # noqa: BLE001
+        result["after_ok"] = f"{type(e).__name__}: {e}"
+    dist.destroy_process_group()
+    return result
+
+
+def rank_staged_call_under_capture():
+    """Every rank calls a staged collective (reduce) while its stream is being captured: the
+    call must be refused at once with a clear error, before any communication, leaving the
+    capture and the group usable."""
+    rank, world, dev = join()
+    x = on(dev, _mine(rank, 100))
+    side = torch.cuda.Stream()
+    graph = torch.cuda.CUDAGraph()
+    result = {}
+    with torch.cuda.stream(side):
+        graph.capture_begin()
+        start = time.monotonic()
+        try:
+            dist.reduce(x, dst=0)
+            result["reduce"] = None
+        except Exception as e:  # noqa: BLE001
+            result["reduce"] = f"{type(e).__name__}: {e}"
+        result["refused_s"] = time.monotonic() - start
+        try:
+            graph.capture_end()
+            result["capture"] = "ok"
+        except Exception as e:  # noqa: BLE001
+            result["capture"] = f"{type(e).__name__}: {e}"
+    torch.cuda.synchronize()
+    y = on(dev, _mine(rank, 10))
+    try:
+        dist.all_reduce(y)
+        dist.reduce(y, dst=0)
+        want = _sum_of_mine(world, 10) * (world if rank == 0 else 1)
+        result["after_ok"] = torch.equal(y.cpu(), want)
+    except Exception as e:  # noqa: BLE001
+        result["after_ok"] = f"{type(e).__name__}: {e}"
+    dist.destroy_process_group()
+    return result
+
+
+def rank_completion_hook():
+    """A completion hook registered on the group runs for CUDA kernel collectives too, with
+    their op type, once each."""
+    rank, world, dev = join()
+    seen = []
+    group = dist.group.WORLD
+    group._register_on_completion_hook(lambda info: seen.append(str(info.op_type)))
+    x = on(dev, _mine(rank, 1000))
+    for _ in range(3):
+        dist.all_reduce(x)
+    torch.cuda.synchronize()
+    deadline = time.monotonic() + 10
+    while len(seen) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    dist.destroy_process_group()
+    return {"seen": seen}
+
+
+def rank_failure_reported(dump_prefix):
+    """A kernel collective that fails (the ranks disagree on its size) is reported as any
+    failure is: the backend's last error is set, and the flight recorder is dumped by itself
+    (TORCH_FR_DUMP_TEMP_FILE)."""
+    os.environ["TORCH_FR_DUMP_TEMP_FILE"] = dump_prefix
+    rank, world, dev = join(timeout_s=30)
+    x = on(dev, _mine(rank, 16))
+    dist.all_reduce(x)
+    y = on(dev, _mine(rank, 100 * (rank + 1)))
+    work = dist.all_reduce(y, async_op=True)
+    deadline = time.monotonic() + 20
+    while not work.is_completed() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        work.wait()  # raises the kernel's error once it is known (it does not block for it)
+        torch.cuda.synchronize()
+        error = None
+    except Exception as e:  # noqa: BLE001
+        error = f"{type(e).__name__}: {e}"
+    backend = dist.group.WORLD._get_backend(dev)
+    last_error = int(backend.get_error()) if hasattr(backend, "get_error") else None
+    deadline = time.monotonic() + 10
+    path = f"{dump_prefix}{rank}"
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    dist.destroy_process_group()
+    return {"error": error, "last_error": last_error, "dumped": os.path.exists(path)}
