@@ -6,17 +6,24 @@
 #   probe.log         Python headers, nvcc, /dev/shm, compute mode, torch / CUDA / NCCL versions,
 #                     CUDA IPC between two processes (scripts/gpu_probe.py, a 20 s wait)
 #   build.log         the module: the prebuilt one (scripts/gpu_prebuild.sh, carried in
-#                     build/gpu-prebuilt) when its Python and torch are this machine's, else a
-#                     CMake build of the extension (tests off)
-#   tests.log/.xml    pytest tests/python/test_cuda.py, all but the world-3/4 tests
+#                     build/gpu-prebuilt) when its Python and torch are this machine's and its
+#                     sources' stamp (scripts/source_stamp.sh) is this tree's, else a CMake build
+#                     of the extension (tests off)
+#   tests.log/.xml    pytest tests/python/test_cuda.py, all but the world-3/4 tests and the
+#                     threads-as-ranks test
 #   tests_more.*      the world-3/4 tests, with a budget of their own (ranks as processes on one
 #                     GPU time-slice: every hop costs a slice, so they are the slow ones)
 #   bench_threads.log all_reduce, threads as ranks (no time slicing) vs a device copy
 #   bench_procs_N.log torch_ring_backend.bench --device cuda, N processes on cuda:0 (vs nccl where it runs)
+#   tests_threads.*   the threads-as-ranks test, last: the one that can hang on a device (its
+#                     ranks share one context), so a hang costs its own cap and nothing else
 #   summary.log       one screen (scripts/gpu_check_summary.py), from whatever state the run reached
+# The tests' group timeout is TORCH_RING_TEST_TIMEOUT_S=20 s: a collective that hangs fails in
+# 20 s, not in the 120 s that would eat a phase's cap.
 #
 #   scripts/gpu_check.sh OUT_DIR
 #   scripts/gpu_check.sh --plan        the phase caps and their sum, nothing run
+#   scripts/gpu_check.sh --which-module whether the prebuilt module would be used, and why not
 #
 # Without a GPU the same script runs as a dry run (probe says no device, tests skip, benchmarks
 # fail at once): that is how its mechanics are checked here (tests/python/test_gpu_check.py).
@@ -25,21 +32,40 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 # Phase caps in seconds, the one place they are set. With the prebuilt module the whole plan
-# is 435 s; a build instead of it (300 s) leaves the later phases what the deadline allows.
-CAP_PROBE=40
+# is 470 s; a build instead of it (300 s) leaves the later phases what the deadline allows.
+CAP_PROBE=30
 CAP_MODULE_PREBUILT=40
 CAP_MODULE_BUILD=300
-CAP_TESTS=170
+CAP_TESTS=190
 CAP_TESTS_MORE=80
-CAP_BENCH=35   # each of: threads, 2 processes, 4 processes
-PLAN_PREBUILT=$((CAP_PROBE + CAP_MODULE_PREBUILT + CAP_TESTS + CAP_TESTS_MORE + 3 * CAP_BENCH))
+CAP_BENCH=30   # each of: threads, 2 processes, 4 processes
+CAP_TESTS_THREADS=40
+PLAN_PREBUILT=$((CAP_PROBE + CAP_MODULE_PREBUILT + CAP_TESTS + CAP_TESTS_MORE + 3 * CAP_BENCH \
+  + CAP_TESTS_THREADS))
 
+PY=${PYTHON:-python3}
+PREBUILT=${GPU_PREBUILT:-build/gpu-prebuilt}
+# "3.12 2.11.0+cu130 <sources' stamp>": what the prebuilt module must have been built for and
+# from. A module of other sources (a stale build/gpu-prebuilt) would test old code silently.
+here="$("$PY" -c "import platform, torch; print('.'.join(platform.python_version_tuple()[:2]), torch.__version__)" 2>/dev/null) $(bash scripts/source_stamp.sh)"
+built_for=""
+if [ -f "$PREBUILT/BUILD_INFO" ]; then
+  built_for="$(awk '$1=="python"{p=$2} $1=="torch"{t=$2} $1=="sources"{s=$2} END{print p, t, s}' "$PREBUILT/BUILD_INFO")"
+fi
+prebuilt_usable() {
+  [ -n "$built_for" ] && [ "$built_for" = "$here" ] && ls "$PREBUILT"/_C*.so >/dev/null 2>&1
+}
+if [ "${1:-}" = "--which-module" ]; then
+  if prebuilt_usable; then echo "prebuilt ($built_for)"; else echo "build: the prebuilt module is for '$built_for', here is '$here'"; fi
+  exit 0
+fi
 if [ "${1:-}" = "--plan" ]; then
   echo "probe $CAP_PROBE"
   echo "module $CAP_MODULE_PREBUILT (prebuilt) or $CAP_MODULE_BUILD (build)"
   echo "tests $CAP_TESTS"
   echo "tests_more $CAP_TESTS_MORE"
   echo "bench $CAP_BENCH x 3"
+  echo "tests_threads $CAP_TESTS_THREADS"
   echo "total_prebuilt $PLAN_PREBUILT"
   echo "deadline ${GPU_CHECK_SECONDS:-$PLAN_PREBUILT}"
   exit 0
@@ -50,8 +76,6 @@ if [ $# -ne 1 ]; then
 fi
 mkdir -p "$1"
 OUT=$(cd "$1" && pwd)
-PY=${PYTHON:-python3}
-PREBUILT=${GPU_PREBUILT:-build/gpu-prebuilt}
 START=$(date +%s)
 DEADLINE=$((START + ${GPU_CHECK_SECONDS:-$PLAN_PREBUILT}))
 PHASES="$OUT/.phases"
@@ -85,13 +109,7 @@ timeout "$(budget $CAP_PROBE)" bash -c '
 note "probe exit $?"
 
 # ---- 2. the module: prebuilt when it matches this machine, else built here --------------------
-# "3.12 2.11.0+cu130": what the prebuilt module must have been built for.
-here=$("$PY" -c "import platform, torch; print('.'.join(platform.python_version_tuple()[:2]), torch.__version__)" 2>/dev/null)
-built_for=""
-if [ -f "$PREBUILT/BUILD_INFO" ]; then
-  built_for="$(awk '$1=="python"{p=$2} $1=="torch"{t=$2} END{print p, t}' "$PREBUILT/BUILD_INFO")"
-fi
-if [ -n "$built_for" ] && [ "$built_for" = "$here" ] && ls "$PREBUILT"/_C*.so >/dev/null 2>&1; then
+if prebuilt_usable; then
   note "module: prebuilt for $here ($(awk '$1=="commit"{print $2}' "$PREBUILT/BUILD_INFO"))"
   timeout "$(budget $CAP_MODULE_PREBUILT)" bash -c "
     cp '$PREBUILT'/_C*.so '$PREBUILT'/_C.torch_version torch_ring_backend/ &&
@@ -99,7 +117,7 @@ if [ -n "$built_for" ] && [ "$built_for" = "$here" ] && ls "$PREBUILT"/_C*.so >/
   rc=$?
 else
   if [ -n "$built_for" ]; then
-    note "module: the prebuilt one is for '$built_for', this machine has '$here': building"
+    note "module: the prebuilt one is for '$built_for' (python, torch, sources), this machine and tree are '$here': building"
   else
     note "module: none prebuilt ($PREBUILT/BUILD_INFO): building"
   fi
@@ -126,10 +144,12 @@ fi
 
 # ---- 3. the GPU tests ----------------------------------------------------------------------
 # INFO: each rank logs its CUDA links (or why they were declined) once per group.
+export TORCH_RING_TEST_TIMEOUT_S=${TORCH_RING_TEST_TIMEOUT_S:-20}
 MORE_RANKS="more_ranks or three_ranks"
+THREADS="threads_as_ranks"
 note "tests"
 TORCH_RING_DEBUG=INFO bash scripts/gpu_check_pytest.sh "$(budget $CAP_TESTS)" "$OUT/tests.xml" \
-  "$OUT/tests.log" tests/python/test_cuda.py -k "not ($MORE_RANKS)"
+  "$OUT/tests.log" tests/python/test_cuda.py -k "not ($MORE_RANKS or $THREADS)"
 note "tests exit $?: $(grep -E '^=+ .*(passed|failed|error|skipped|no tests).* =+$' "$OUT/tests.log" | tail -1)"
 note "tests, more ranks"
 TORCH_RING_DEBUG=INFO bash scripts/gpu_check_pytest.sh "$(budget $CAP_TESTS_MORE)" \
@@ -156,4 +176,10 @@ for n in 2 4; do
     > "$OUT/bench_procs_$n.log" 2>&1
   note "bench $n processes exit $?"
 done
+
+# ---- 5. last, the riskiest test: threads as ranks share one context ----------------------------
+note "tests, threads as ranks"
+TORCH_RING_DEBUG=INFO bash scripts/gpu_check_pytest.sh "$(budget $CAP_TESTS_THREADS)" \
+  "$OUT/tests_threads.xml" "$OUT/tests_threads.log" tests/python/test_cuda.py -k "$THREADS"
+note "tests, threads as ranks exit $?: $(grep -E '^=+ .*(passed|failed|error|skipped|no tests).* =+$' "$OUT/tests_threads.log" | tail -1)"
 note "done"

@@ -15,8 +15,9 @@ import xml.etree.ElementTree as ET
 
 PROBE_KEYS = ("torch", "python", "device", "nccl", "python headers", "/dev/shm", "compute mode",
               "cuda ipc", "cpu shared memory", "nvcc", "module")
-TEST_PHASES = (("tests", "tests.xml", "tests.log"), ("tests, more ranks", "tests_more.xml",
-                                                     "tests_more.log"))
+TEST_PHASES = (("tests", "tests.xml", "tests.log"),
+               ("tests, more ranks", "tests_more.xml", "tests_more.log"),
+               ("tests, threads as ranks", "tests_threads.xml", "tests_threads.log"))
 RESULT_WORDS = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")
 
 

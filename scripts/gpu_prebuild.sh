@@ -8,7 +8,9 @@
 #   scripts/gpu_prebuild.sh [OUT]          (default OUT: build/gpu-prebuilt)
 #
 # OUT holds _C.<abi>.so, _C.torch_version (what the package checks at import) and BUILD_INFO
-# (python, torch, cuda, arch, commit, build seconds: what gpu_check.sh compares).
+# (python, torch, cuda, arch, commit, the sources' stamp (scripts/source_stamp.sh), build
+# seconds: gpu_check.sh uses the module only when Python, torch and the sources' stamp are the
+# tree's and machine's own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-build/gpu-prebuilt}
@@ -55,6 +57,7 @@ cp "$BUILD/_C.torch_version" "$OUT/"
   echo "nvcc $(nvcc --version | grep -o 'release [0-9.]*' | cut -d' ' -f2)"
   echo "arch $ARCH"
   echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo '+changes')"
+  echo "sources $(bash scripts/source_stamp.sh)"
   echo "build_seconds $build_s"
 } > "$OUT/BUILD_INFO"
 

@@ -14,10 +14,11 @@
 # scripts/gpu_check.sh.
 #
 # Needs CUDA's headers (nvcc's toolkit; nothing of it runs) and a torch with CUDA 13. Extra
-# arguments go to pytest. Ends with pytest's summary line.
+# arguments go to pytest (test files among them replace the default two). Ends with pytest's
+# summary line. `--build-only`: build and lay out the package, run nothing (the mutation check).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD_DIR=${CUDA_EMULATED_BUILD_DIR:-build/cuda-emulated}
+BUILD_DIR=$(realpath -m "${CUDA_EMULATED_BUILD_DIR:-build/cuda-emulated}")
 PYTHON=${PYTHON:-python3}
 
 cuda_major=$("$PYTHON" -c "import torch; print((torch.version.cuda or '0').split('.')[0])")
@@ -45,12 +46,15 @@ for f in torch_ring_backend/*.py; do ln -s "$PWD/$f" "$SITE/"; done
 ln -s "$PWD/torch_ring_backend/bench" "$SITE/bench"
 cp "$BUILD_DIR"/_C*.so "$BUILD_DIR/_C.torch_version" "$SITE/"
 
-RUNTIME_DIR="$PWD/$BUILD_DIR/tests/cpp/cuda_emulator"
+RUNTIME_DIR="$BUILD_DIR/tests/cpp/cuda_emulator"
 export LD_PRELOAD="$RUNTIME_DIR/libcudart.so.13${LD_PRELOAD:+:$LD_PRELOAD}"
 export LD_LIBRARY_PATH="$RUNTIME_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export PYTHONPATH="$PWD/$BUILD_DIR/site${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$BUILD_DIR/site${PYTHONPATH:+:$PYTHONPATH}"
 # -P: the source tree's own torch_ring_backend folder (the current directory) must not come
 # before this build's package.
+if [ "${1:-}" = "--build-only" ]; then
+  exit 0
+fi
 "$PYTHON" -P - <<'PY'
 import torch
 import torch_ring_backend
@@ -59,4 +63,8 @@ assert name.startswith("Emulated CUDA device"), f"the emulated runtime is not th
 assert "/site/" in torch_ring_backend._C.__file__, torch_ring_backend._C.__file__
 print(f"== torch {torch.__version__} over the emulated CUDA runtime: {name}")
 PY
-exec "$PYTHON" -P -m pytest -q tests/python/test_cuda.py tests/python/test_cuda_emulated.py "$@"
+FILES=(tests/python/test_cuda.py tests/python/test_cuda_emulated.py)
+for arg in "$@"; do
+  case "$arg" in tests/*) FILES=() ;; esac
+done
+exec "$PYTHON" -P -m pytest -q "${FILES[@]}" "$@"

@@ -168,9 +168,20 @@ inline T __ldcv(const T* p) {
   return *p;
 }
 
+namespace ring {
+namespace hostshim {
+// How many system-scope fences host-run kernels have executed in this process: a fence costs a
+// system-wide drain on a GPU, so the tests hold the kernels to one per block per step.
+inline std::atomic<uint64_t> systemFences{0};
+}  // namespace hostshim
+}  // namespace ring
+
 // A system-wide fence: seq_cst. (TSan does not model stand-alone fences; the kernels never rely
 // on one for ordering that the release/acquire pairs and barriers do not already give.)
-inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence_system() {
+  ring::hostshim::systemFences.fetch_add(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 // atomicCAS on device memory: a relaxed read-modify-write (device atomics carry no ordering).

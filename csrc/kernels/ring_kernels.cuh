@@ -23,9 +23,9 @@
 //                wait own.consumed[c] >= sent + 1 - slots    (next's slot is free)
 //   2. all:      read my slot / local input, reduce, write output and next's slot (peer memory)
 //   3. thread 0: write the header into next's header slot
-//      all:      system fence (payload and header reach next's memory before the counter)
-//      barrier
-//   4. thread 0: st.release.sys next.published[c] = sent + 1
+//      barrier   (every thread's payload stores are ordered before thread 0's fence)
+//   4. thread 0: system fence (payload and header reach next's memory before the counter)
+//                st.release.sys next.published[c] = sent + 1
 //                st.release.sys prev.consumed[c]  = received + 1
 // At the end, thread 0 waits own.consumed[c] == sent: nobody writes into this rank's memory for
 // this collective after its kernel ends, so the next collective starts from settled counters.
@@ -437,20 +437,23 @@ __global__ void __launch_bounds__(kRingThreads) ringKernel(const __grid_constant
         dev::storeHeader(reinterpret_cast<MessageHeader*>(next + fifoHeaderOffset(g, c, outSlot)),
                          h);
       }
-      // Each thread's payload stores (and thread 0's header) into the next rank's memory are
-      // made visible system-wide before this thread reaches the barrier, so that the release
-      // below cannot overtake any of them. (The barrier plus a cumulative release would suffice
-      // in the PTX model; the per-thread fence keeps the argument local and obvious.)
-      __threadfence_system();
     }
-    // Every thread has finished reading my slot and writing next's slot.
+    // Every thread has finished reading my slot and writing next's slot: the barrier orders
+    // all of the block's payload stores (and thread 0's header) before what thread 0 does next.
     __syncthreads();
 
     // ---- 4. publish ----
     if (threadIdx.x == 0) {
-      // Release: the payload and header written above are visible to the next rank before it
-      // can observe the new count.
-      if (sends) dev::storeReleaseSys(nextPublished, sent + 1);
+      if (sends) {
+        // One system-scope fence for the whole block: fences are cumulative, so the block's
+        // stores ordered before it by the barrier reach the next rank's memory before the
+        // counter below (what NCCL's one-thread fence after its barrier relies on too). A
+        // fence in every thread would cost a system-wide fence per thread per step.
+        __threadfence_system();
+        // Release: the payload and header written above are visible to the next rank before
+        // it can observe the new count.
+        dev::storeReleaseSys(nextPublished, sent + 1);
+      }
       // Release: all reads of my slot are complete (their values were stored before the
       // barrier) before the previous rank may overwrite it.
       if (receives) dev::storeReleaseSys(prevConsumed, received + 1);

@@ -185,10 +185,10 @@ TEST(CudaEngineFailures, AnEnormousTimeoutNeverStopsAKernelThatWaits) {
 }
 
 // Rank 1 aborts with a kernel in flight (its watchdog stops it and marks its group broken);
-// rank 0, with none in flight, learns of it only when its next collective is refused. Rank 0's
-// shutdown must not then wait to close the CUDA links with rank 1 (which skips the close, as a
-// broken group's rank does) for the group's timeout.
-TEST(CudaEngineFailures, ARankToldOfAFailureAtEnqueueDoesNotWaitToCloseAtShutdown) {
+// rank 0, with none in flight, learns of it only when its next collective is refused. From
+// then on rank 0's group is broken too: waitIdle (what a barrier calls) says so, and its
+// shutdown does not wait to close the CUDA links with rank 1, which skips the close.
+TEST(CudaEngineFailures, ARankToldOfAFailureAtEnqueueIsBrokenToo) {
   EngineGroupOptions o;
   o.groupTimeout = 20s;  // the close wait is the lesser of it and 30 s
   Latch failed(2);
@@ -207,6 +207,7 @@ TEST(CudaEngineFailures, ARankToldOfAFailureAtEnqueueDoesNotWaitToCloseAtShutdow
       EXPECT_THROW(r.engine.allReduce(callOf(r, 0), data.data(), 64, DType::Float32,
                                       RedOp::Sum, 1.0),
                    CommError);
+      EXPECT_THROW(r.engine.waitIdle(), CommError);
     }
     const auto start = std::chrono::steady_clock::now();
     r.engine.shutdown();
@@ -215,6 +216,32 @@ TEST(CudaEngineFailures, ARankToldOfAFailureAtEnqueueDoesNotWaitToCloseAtShutdow
   }, o);
   EXPECT_LT(shutdownTook[0], 5s);
   EXPECT_LT(shutdownTook[1], 5s);
+}
+
+// The same failure, and rank 0 never calls again: its shutdown asks the group's health itself
+// and does not wait for rank 1 to close the links either.
+TEST(CudaEngineFailures, ARankOfAFailedGroupDoesNotWaitToCloseAtShutdown) {
+  EngineGroupOptions o;
+  o.groupTimeout = 20s;
+  Latch failed(2);
+  std::chrono::milliseconds shutdownTook{0};
+  auto outcomes = runEngineGroup(2, [&](EngineRank& r) {
+    DeviceFloats data(std::vector<float>(64, 1.0f));
+    if (r.rank == 1) {
+      auto task = r.engine.allReduce(callOf(r, 0), data.data(), 64, DType::Float32, RedOp::Sum,
+                                     1.0);
+      r.comm.abort("the test stops rank 1");
+      awaitFinished(*task, 10s);
+    }
+    failed.arriveAndWait();
+    if (r.rank == 0) {
+      const auto start = std::chrono::steady_clock::now();
+      r.engine.shutdown();
+      shutdownTook = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - start);
+    }
+  }, o);
+  EXPECT_LT(shutdownTook, 5s);
 }
 
 }  // namespace

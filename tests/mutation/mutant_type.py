@@ -8,7 +8,8 @@ class Mutant:
     path: str    # relative to the tree
     find: str    # must occur exactly once
     replace: str
-    kind: str    # "cpp": a gtest filter; "tsan": a gtest filter under TSan; "py": pytest args
+    kind: str    # "cpp": a gtest filter; "tsan": a gtest filter under TSan; "py": pytest args;
+                 # "emu": pytest args for scripts/test_cuda_emulated.sh (torch over the emulator)
     tests: str
     quick: bool = False  # part of the CI subset
     why: str = ""

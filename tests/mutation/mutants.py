@@ -1,8 +1,9 @@
 """The mutants of tests/mutation/mutate.py: hand-picked changes to the source, each with the tests
 that must catch it (the rules are in mutate.py). Data only: a list that grows by an entry a
 mutant. Those of the plans across hosts, their prices and the emulated links are in
-mutants_hosts.py."""
+mutants_hosts.py; those of the CUDA path's torch layer in mutants_cuda.py."""
 from mutant_type import Mutant
+from mutants_cuda import CUDA_MUTANTS
 from mutants_hosts import HOST_MUTANTS
 
 MUTANTS = [
@@ -387,9 +388,10 @@ MUTANTS = [
            binaries=("ring_cuda_engine_tests",),
            why="the kernel does not wait for the caller's stream: it reduces a stale input"),
     Mutant("cuda_record_read_before_end_event", "csrc/executor/cuda_task.cc",
-           "  cudaError_t q = cudaEventQuery(end_);",
-           "  cudaError_t q = state_->links().errorRecord().status != kDeviceOk\n"
-           "                      ? cudaSuccess : cudaEventQuery(end_);", "cpp",
+           "    q = cudaEventQuery(end_);",
+           "    q = state_->links().errorRecord().status != kDeviceOk ? cudaSuccess\n"
+           "                                                           : cudaEventQuery(end_);",
+           "cpp",
            "CudaEngineFailures.ATaskEndsOnlyWithItsEndEvent", binaries=("ring_cuda_engine_tests",),
            why="an error record seen before the end event counts as the kernel's end: the task "
                "is dropped while its kernel may still run"),
@@ -567,4 +569,4 @@ MUTANTS = [
            "CpuBinding.*",
            why="a group made after the binding counts one CPU for the machine's ranks and "
                "spins 50 us with a yield per look where each rank has a core"),
-] + HOST_MUTANTS
+] + HOST_MUTANTS + CUDA_MUTANTS

@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRATCH = os.path.join(ROOT, "build", "mutation")
 
 # Where the tree and its build folders are: set by main() (scratch copy or in place).
-TREE = CPP_BUILD = TSAN_BUILD = EXT_BUILD = ""
+TREE = CPP_BUILD = TSAN_BUILD = EXT_BUILD = EMU_BUILD = ""
 
 
 # The end of the output of the last command that failed, for a failure on the unmutated tree
@@ -100,6 +100,10 @@ def build(kind, binaries=()):
         return "" if rc == 0 else f"cmake --build {CPP_BUILD} --target {' '.join(targets)}: {rc}"
     if kind == "tsan":
         return ""  # scripts/tsan.sh builds, then runs
+    if kind == "emu":
+        rc = run(["bash", "scripts/test_cuda_emulated.sh", "--build-only"],
+                 env=dict(os.environ, CUDA_EMULATED_BUILD_DIR=EMU_BUILD))
+        return "" if rc == 0 else f"scripts/test_cuda_emulated.sh --build-only: {rc}"
     if kind == "py":
         if not os.path.exists(os.path.join(EXT_BUILD, "build.ninja")):
             subprocess.check_call(["cmake", "-S", TREE, "-B", EXT_BUILD, "-G", "Ninja",
@@ -144,6 +148,10 @@ def test(m, timeout):
                    TSAN_EMULATED_FILTER="", TSAN_ENGINE_FILTER="")
         rc = run(["bash", "scripts/tsan.sh"], timeout=timeout, env=env)
         return [] if rc == 0 else [f"tsan: {rc}"]
+    if m.kind == "emu":
+        rc = run(["bash", "scripts/test_cuda_emulated.sh", *m.tests.split()], timeout=timeout,
+                 env=dict(os.environ, CUDA_EMULATED_BUILD_DIR=EMU_BUILD))
+        return [] if rc == 0 else [f"test_cuda_emulated.sh: {rc}"]
     env = dict(os.environ, PYTHONPATH=TREE)
     where = subprocess.run([sys.executable, "-c",
                             "import torch_ring_backend as t; print(t.__file__)"],
@@ -155,7 +163,7 @@ def test(m, timeout):
 
 
 def _place(in_place):
-    global TREE, CPP_BUILD, TSAN_BUILD, EXT_BUILD
+    global TREE, CPP_BUILD, TSAN_BUILD, EXT_BUILD, EMU_BUILD
     if in_place:
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
                                capture_output=True, text=True).stdout
@@ -165,11 +173,13 @@ def _place(in_place):
         CPP_BUILD = os.path.join(ROOT, "build", "cpp-tests")   # scripts/test.sh's
         TSAN_BUILD = os.path.join(ROOT, "build", "tsan")       # scripts/tsan.sh's
         EXT_BUILD = os.path.join(SCRATCH, "ext")
+        EMU_BUILD = os.path.join(ROOT, "build", "cuda-emulated")  # test_cuda_emulated.sh's
     else:
         TREE = os.path.join(SCRATCH, "tree")
         CPP_BUILD = os.path.join(SCRATCH, "cpp")
         TSAN_BUILD = os.path.join(SCRATCH, "tsan")
         EXT_BUILD = os.path.join(SCRATCH, "ext")
+        EMU_BUILD = os.path.join(SCRATCH, "emu")
         os.makedirs(TREE, exist_ok=True)
         sync_tree()
 

@@ -50,7 +50,7 @@ from cuda_rank_checks import (
     rank_against_nccl, rank_all_reduce_sweep, rank_ddp, rank_mismatch, rank_other_collectives,
     rank_staged_over_tcp, rank_stream_order, rank_sync_batch_norm, rank_timeout)
 from cuda_reference import (  # noqa: E402
-    KERNEL_COLLECTIVES, LARGE_BYTES, NEEDS_TORCH_KERNELS, MiB, _path_counts, on,
+    KERNEL_COLLECTIVES, LARGE_BYTES, NEEDS_TORCH_KERNELS, TIMEOUT_S, MiB, _path_counts, on,
     on_emulated_runtime)
 
 needs_torch_kernels = pytest.mark.skipif(on_emulated_runtime(), reason=NEEDS_TORCH_KERNELS)
@@ -88,71 +88,6 @@ def _no_failures(results):
     for label in results[0]["digests"]:
         values = {res["digests"][label] for res in results}
         assert len(values) == 1, f"{label}: ranks hold different bits"
-
-
-def test_threads_as_ranks_in_one_process():
-    """Two RingBackend objects in this process, one per thread, on cuda:0: the links are
-    direct pointers (an IPC handle cannot be opened by its own process)."""
-    import torch_ring_backend  # noqa: F401
-    from torch_ring_backend import _C
-
-    world = 2
-    store = dist.HashStore()
-    backends = [None] * world
-    results = [None] * world
-    errors = []
-
-    before = _path_counts()
-    counts = (0, 1, 4099, 1 * MiB + 3)
-    # The rank threads run no torch kernel (inputs are copies, results are read after .cpu()):
-    # torch loads its kernels lazily, and the first launch of one can synchronise the context,
-    # which never goes idle while a rank's ring kernel spins waiting for the other rank.
-    # Both ranks have enqueued their kernel before either makes its stream wait or runs the
-    # next torch kernel, so neither's queue can hold the other's kernel back.
-    enqueued = threading.Barrier(world, timeout=60)
-
-    def rank_body(rank):
-        try:
-            torch.cuda.set_device(0)
-            backends[rank] = _C.RingBackend(dist.PrefixStore("threads", store), rank, world,
-                                            datetime.timedelta(seconds=60), "threads")
-            outs = []
-            # Each rank thread on its own stream: on one shared (default) stream, rank 0's
-            # wait() would queue rank 1's next kernel behind kernel 0, which waits for it.
-            with torch.cuda.stream(torch.cuda.Stream()):
-                for count in counts:
-                    x = on("cuda:0", torch.full((count,), float(rank + 1)))
-                    work = backends[rank].allreduce([x], dist.AllreduceOptions())
-                    enqueued.wait()
-                    work.wait()
-                    outs.append(bool((x.cpu() == sum(range(1, world + 1))).all()))
-                torch.cuda.current_stream().synchronize()
-            results[rank] = outs
-        except Exception as e:  # noqa: BLE001
-            errors.append(f"rank {rank}: {type(e).__name__}: {e}")
-
-    threads = [threading.Thread(target=rank_body, args=(r,)) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "a rank thread hung"
-    assert not errors, errors
-    assert all(all(r) for r in results), results
-    after = _path_counts()
-    assert after[1] == before[1], f"a thread's all_reduce was staged: {before} -> {after}"
-    assert after[0] - before[0] == world * 4, (before, after)
-    # Together: closing is collective (each backend waits, through the store, for the other to
-    # have unmapped its inbox), so shutting them down one after the other makes the first wait
-    # out the whole close wait and then keep its inbox.
-    started = time.monotonic()
-    closers = [threading.Thread(target=b.shutdown) for b in backends]
-    for t in closers:
-        t.start()
-    for t in closers:
-        t.join(timeout=60)
-    assert not any(t.is_alive() for t in closers), "a backend's shutdown hung"
-    assert time.monotonic() - started < 10, "the two backends did not close together"
 
 
 @needs_torch_kernels
@@ -272,6 +207,73 @@ def test_all_reduce_every_op_and_dtype_bitwise_more_ranks(world):
 
 def test_other_collectives_three_ranks():
     _check_other_collectives(run_on_local_ranks(rank_other_collectives, 3, timeout_s=600))
+
+
+# Last: threads as ranks share one CUDA context, the one case that can hang on a device (a
+# ring kernel waits for another rank's kernel while something synchronises the device).
+def test_threads_as_ranks_in_one_process():
+    """Two RingBackend objects in this process, one per thread, on cuda:0: the links are
+    direct pointers (an IPC handle cannot be opened by its own process)."""
+    import torch_ring_backend  # noqa: F401
+    from torch_ring_backend import _C
+
+    world = 2
+    store = dist.HashStore()
+    backends = [None] * world
+    results = [None] * world
+    errors = []
+
+    before = _path_counts()
+    counts = (0, 1, 4099, 1 * MiB + 3)
+    # The rank threads run no torch kernel (inputs are copies, results are read after .cpu()):
+    # torch loads its kernels lazily, and the first launch of one can synchronise the context,
+    # which never goes idle while a rank's ring kernel spins waiting for the other rank.
+    # Both ranks have enqueued their kernel before either makes its stream wait or runs the
+    # next torch kernel, so neither's queue can hold the other's kernel back.
+    enqueued = threading.Barrier(world, timeout=60)
+
+    def rank_body(rank):
+        try:
+            torch.cuda.set_device(0)
+            backends[rank] = _C.RingBackend(dist.PrefixStore("threads", store), rank, world,
+                                            datetime.timedelta(seconds=TIMEOUT_S), "threads")
+            outs = []
+            # Each rank thread on its own stream: on one shared (default) stream, rank 0's
+            # wait() would queue rank 1's next kernel behind kernel 0, which waits for it.
+            with torch.cuda.stream(torch.cuda.Stream()):
+                for count in counts:
+                    x = on("cuda:0", torch.full((count,), float(rank + 1)))
+                    work = backends[rank].allreduce([x], dist.AllreduceOptions())
+                    enqueued.wait()
+                    work.wait()
+                    outs.append(bool((x.cpu() == sum(range(1, world + 1))).all()))
+                torch.cuda.current_stream().synchronize()
+            results[rank] = outs
+        except Exception as e:  # noqa: BLE001
+            errors.append(f"rank {rank}: {type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=rank_body, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a rank thread hung"
+    assert not errors, errors
+    assert all(all(r) for r in results), results
+    after = _path_counts()
+    assert after[1] == before[1], f"a thread's all_reduce was staged: {before} -> {after}"
+    assert after[0] - before[0] == world * 4, (before, after)
+    # Together: closing is collective (each backend waits, through the store, for the other to
+    # have unmapped its inbox), so shutting them down one after the other makes the first wait
+    # out the whole close wait and then keep its inbox.
+    started = time.monotonic()
+    closers = [threading.Thread(target=b.shutdown) for b in backends]
+    for t in closers:
+        t.start()
+    for t in closers:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in closers), "a backend's shutdown hung"
+    assert time.monotonic() - started < 10, "the two backends did not close together"
 
 
 def run_on_cpu(world=2):

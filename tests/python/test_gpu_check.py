@@ -119,12 +119,56 @@ def test_the_plan_with_the_prebuilt_module_fits_eight_minutes():
     assert res.returncode == 0, res.stderr
     plan = dict(line.split(" ", 1) for line in res.stdout.splitlines())
     caps = [int(plan["probe"]), int(plan["module"].split()[0]), int(plan["tests"]),
-            int(plan["tests_more"])]
+            int(plan["tests_more"]), int(plan["tests_threads"])]
     bench_each, times = (int(x) for x in plan["bench"].split(" x "))
     total = sum(caps) + bench_each * times
     assert total == int(plan["total_prebuilt"])
     assert total <= 8 * 60, plan
     assert int(plan["deadline"]) <= 8 * 60, plan
+
+
+def _which_module(prebuilt):
+    res = subprocess.run(["bash", os.path.join(SCRIPTS, "gpu_check.sh"), "--which-module"],
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "GPU_PREBUILT": str(prebuilt)})
+    assert res.returncode == 0, res.stderr
+    return res.stdout.strip()
+
+
+def test_a_prebuilt_module_of_other_sources_is_not_used(tmp_path):
+    """The module carried to the GPU machine is used only when it was built for its Python and
+    torch from this tree's sources: a stale build/gpu-prebuilt would test old code silently."""
+    import platform
+
+    import torch
+    stamp = subprocess.run(["bash", os.path.join(SCRIPTS, "source_stamp.sh")],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert len(stamp) == 16, stamp
+    python = ".".join(platform.python_version_tuple()[:2])
+    (tmp_path / "_C.cpython-fake.so").write_bytes(b"")
+    info = tmp_path / "BUILD_INFO"
+    info.write_text(f"python {python}\ntorch {torch.__version__}\nsources {stamp}\n")
+    assert _which_module(tmp_path).startswith("prebuilt"), _which_module(tmp_path)
+    info.write_text(f"python {python}\ntorch {torch.__version__}\nsources 0123456789abcdef\n")
+    assert _which_module(tmp_path).startswith("build:"), _which_module(tmp_path)
+    info.write_text(f"python {python}\ntorch {torch.__version__}\n")  # an unstamped module
+    assert _which_module(tmp_path).startswith("build:"), _which_module(tmp_path)
+
+
+def test_the_stamp_follows_the_sources(tmp_path):
+    tree = tmp_path / "tree"
+    (tree / "scripts").mkdir(parents=True)
+    (tree / "csrc").mkdir()
+    subprocess.run(["cp", os.path.join(SCRIPTS, "source_stamp.sh"), str(tree / "scripts")],
+                   check=True)
+    (tree / "CMakeLists.txt").write_text("project(x)\n")
+    (tree / "csrc" / "a.cc").write_text("int a;\n")
+    stamp = lambda: subprocess.run(["bash", str(tree / "scripts" / "source_stamp.sh")],  # noqa: E731
+                                   capture_output=True, text=True, check=True).stdout
+    first = stamp()
+    assert stamp() == first
+    (tree / "csrc" / "a.cc").write_text("int b;\n")
+    assert stamp() != first
 
 
 def test_benchmarks_settle_cuda_in_few_calls():

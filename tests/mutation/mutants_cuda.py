@@ -1,0 +1,108 @@
+"""The mutants of the CUDA path's torch layer and of what issue 47's read found in it: each run
+by real torch over the emulated CUDA runtime ("emu": scripts/test_cuda_emulated.sh) or by the
+torch-free engine's tests over the emulator ("cpp"). Part of mutants.py's list."""
+from mutant_type import Mutant
+
+_EMU = "tests/python/test_cuda_emulated.py -x -q -k"
+
+CUDA_MUTANTS = [
+    # The adapters' stream semantics (backend/cuda_work.cc, cuda_collectives.cc, cuda_sync.cc).
+    Mutant("cuda_wait_skips_the_callers_stream", "csrc/backend/cuda_work.cc",
+           "  cudaError_t e = cudaStreamWaitEvent(current, task_->endEvent(), 0);",
+           "  cudaError_t e = cudaSuccess;", "emu", f"{_EMU} wait_orders",
+           why="Work.wait() returns without making the caller's stream wait: a copy after it "
+               "reads the input, not the sum"),
+    Mutant("cuda_record_stream_dropped", "csrc/backend/cuda_collectives.cc",
+           "    for (const at::Tensor& t : inputs) {\n"
+           "      c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), comm);\n"
+           "    }\n"
+           "    for (const at::Tensor& t : outputs) {\n"
+           "      c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), comm);\n"
+           "    }\n", "", "emu", f"{_EMU} freed_input",
+           why="a dropped input's memory is handed to a new tensor while the kernel still reads "
+               "it"),
+    Mutant("cuda_completion_hook_skipped", "csrc/backend/cuda_collectives.cc",
+           "    if (sink->finished) {", "    if (false) {", "emu",
+           f"{_EMU} completion_hook", quick=True,
+           why="kernel collectives never reach the completion hook, the last error or the "
+               "flight recorder's dump"),
+    Mutant("cuda_streams_destroyed", "csrc/backend/cuda_sync.cc",
+           "  released()[stream_.device_index()].push_back(raw_);",
+           "  (void)cudaStreamDestroy(raw_);", "emu", f"{_EMU} outlives",
+           why="the backend's streams are destroyed at destroy_process_group: freeing a tensor "
+               "the allocator recorded on one then aborts the process"),
+    # The watchdog and a user's graph capture (executor/cuda_event.cc, cuda_task.cc).
+    Mutant("cuda_capture_mode_not_exchanged", "csrc/executor/cuda_event.cc",
+           "  if (cudaThreadExchangeStreamCaptureMode(&previous_) != cudaSuccess) {",
+           "  if (true) {", "cpp", "CudaEngineCapture.*", quick=True,
+           binaries=("ring_cuda_engine_tests",),
+           why="the watchdog's event queries in Global mode break another thread's capture and "
+               "read as a failed kernel"),
+    Mutant("cuda_capture_refusal_is_a_failed_kernel", "csrc/executor/cuda_task.cc",
+           "  if (q == cudaErrorStreamCaptureUnsupported) {", "  if (false) {", "cpp",
+           "CudaEngineCapture.AQueryRefusedByTheCallersOwnCaptureIsNotAFailure",
+           binaries=("ring_cuda_engine_tests",),
+           why="Work.is_completed() inside the caller's own capture breaks the group"),
+    Mutant("cuda_staged_not_refused_under_capture", "csrc/backend/ring_backend_cuda.cc",
+           "  if (capture == cudaStreamCaptureStatusNone) return;", "  return;", "emu",
+           f"{_EMU} staged_call_under_capture",
+           why="a staged call under capture has its copies captured and fails later on every "
+               "rank, instead of a refusal at once"),
+    # The order of a group's CUDA calls (backend/ring_backend.cc, ring_backend_cuda.cc).
+    Mutant("cuda_staged_copies_off_the_group_stream", "csrc/backend/ring_backend.cc",
+           "      orderStream(device), call.inputs, call.outputs);",
+           "      p2pStream(device), call.inputs, call.outputs);", "emu",
+           f"{_EMU} earlier_kernels_result",
+           why="a staged call copies its input before an earlier kernel of the group wrote it"),
+    Mutant("cuda_later_calls_not_after_staged", "csrc/backend/ring_backend_cuda.cc",
+           "  if (earlier.empty()) return;", "  return;", "emu", f"{_EMU} earlier_staged",
+           why="a call reads an earlier staged call's output before its copy back landed"),
+    # The current device (backend/cuda_work.cc, staging.cc, cuda_collectives.cc).
+    Mutant("cuda_wait_on_whatever_device_is_current", "csrc/backend/cuda_work.cc",
+           "  c10::cuda::CUDAGuard guard(device_);\n  cudaStream_t current =",
+           "  cudaStream_t current =", "emu", f"{_EMU} second_gpu",
+           why="wait() makes the current device's legacy stream wait, not the tensor's device's"),
+    Mutant("cuda_staged_events_queried_on_device_0", "csrc/backend/staging.cc",
+           "  c10::cuda::CUDAGuard guard(device_);\n  copies_->waitCopiedIn(timeout);",
+           "  copies_->waitCopiedIn(timeout);", "emu", f"{_EMU} second_gpu",
+           why="the worker thread queries a staged call's events with device 0 current: a "
+               "context there for every rank of a multi-GPU host"),
+    Mutant("cuda_shutdown_on_device_0", "csrc/backend/cuda_collectives.cc",
+           "  c10::cuda::CUDAGuard guard(device_);\n  engine_.reset();", "  engine_.reset();",
+           "emu", f"{_EMU} second_gpu",
+           why="the CUDA path shuts down with device 0 current: a context there"),
+    # Failures (executor/cuda_group_state.cc, cuda_ring_engine.cc).
+    Mutant("cuda_failure_at_enqueue_not_breaking", "csrc/executor/cuda_group_state.cc",
+           "  breakGroup(failure);\n  throw CommError(failure);", "  throw CommError(failure);",
+           "cpp", "CudaEngineFailures.ARankToldOfAFailureAtEnqueueIsBrokenToo", quick=True,
+           binaries=("ring_cuda_engine_tests",),
+           why="a rank told of a peer's failure at enqueue is not broken: it waits to close "
+               "links its peer never closes"),
+    Mutant("cuda_shutdown_closes_a_failed_group", "csrc/executor/cuda_ring_engine.cc",
+           "  try {\n    state_->checkHealth();\n  } catch (const CommError&) {\n  }\n", "",
+           "cpp", "CudaEngineFailures.ARankOfAFailedGroupDoesNotWaitToCloseAtShutdown",
+           binaries=("ring_cuda_engine_tests",),
+           why="a rank of a group that failed elsewhere waits out the close at shutdown"),
+    Mutant("cuda_spin_limit_wraps", "csrc/executor/cuda_ring_engine.cc",
+           "  if (timeout.count() >= kMaxMs) return RingWaitLimits{std::numeric_limits<uint64_t>::max()};",
+           "  (void)kMaxMs;", "cpp", "CudaEngineFailures.AnEnormousTimeoutNeverStopsAKernelThatWaits",
+           binaries=("ring_cuda_engine_tests",),
+           why="a timeout near timedelta.max wraps the kernels' spin limit to a moment"),
+    # Paths and kernels (transport/cuda_ipc/peer_info.cc, kernels/ring_kernels.cuh).
+    Mutant("cuda_hidden_gpu_declined", "csrc/transport/cuda_ipc/peer_info.cc",
+           "      if (sameProcess) {", "      if (true) {", "cpp", "CudaHost.PathChoice",
+           quick=True, binaries=("ring_cuda_host_tests",),
+           why="a peer on a GPU hidden by CUDA_VISIBLE_DEVICES is staged instead of opened by "
+               "CUDA IPC"),
+    Mutant("cuda_every_thread_fences", "csrc/kernels/ring_kernels.cuh",
+           "    // Every thread has finished reading my slot and writing next's slot: the barrier",
+           "    __threadfence_system();\n"
+           "    // Every thread has finished reading my slot and writing next's slot: the barrier",
+           "cpp", "HostKernelFences.*", quick=True, binaries=("ring_host_kernel_tests",),
+           why="every thread of a block runs a system-scope fence per step, not thread 0 alone"),
+    Mutant("cuda_threads_not_warned", "csrc/transport/cuda_ipc/cuda_ring_links.cc",
+           "    if (fatal.empty() && sharing > 1) warnOfImplicitSynchronization(sharing, device_);",
+           "", "emu", f"{_EMU} lazy_module_loading",
+           why="ranks that are threads of one process on one GPU are not told of lazy loading "
+               "and cudaFree stalling their kernels"),
+]
