@@ -23,6 +23,9 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-30} bash scripts/fuzz.sh
 echo "== Python tests"
 python3 -m pytest tests/python -q "$@"
 
+echo "== the CUDA path's torch layer: real torch over the emulated CUDA runtime"
+bash scripts/test_cuda_emulated.sh
+
 echo "== PyTorch's own distributed test suite on \"ring\" (tests/torch_suite: world 3, and 8)"
 python3 tests/torch_suite/run_suite.py --ci
 

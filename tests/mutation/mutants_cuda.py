@@ -28,7 +28,7 @@ CUDA_MUTANTS = [
                "flight recorder's dump"),
     Mutant("cuda_streams_destroyed", "csrc/backend/cuda_sync.cc",
            "  released()[stream_.device_index()].push_back(raw_);",
-           "  (void)cudaStreamDestroy(raw_);", "emu", f"{_EMU} outlives",
+           "  (void)cudaStreamDestroy(raw_);", "emu", f"{_EMU} freed_after_destroy",
            why="the backend's streams are destroyed at destroy_process_group: freeing a tensor "
                "the allocator recorded on one then aborts the process"),
     # The watchdog and a user's graph capture (executor/cuda_event.cc, cuda_task.cc).
