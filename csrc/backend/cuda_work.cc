@@ -65,13 +65,15 @@ void CudaRingWork::streamWait() {
 }
 
 bool CudaRingWork::wait(std::chrono::milliseconds /*timeout*/) {
-  c10::cuda::CUDAGuard guard(device_);
-  task_->poll();
-  if (blockingWait_) {
-    // Bounded: the watchdog fails the task (and aborts the kernel) at the group timeout.
-    while (!task_->finished()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      task_->poll();
+  {
+    c10::cuda::CUDAGuard guard(device_);  // the query is the device's (see streamWait)
+    task_->poll();
+    if (blockingWait_) {
+      // Bounded: the watchdog fails the task (and aborts the kernel) at the group timeout.
+      while (!task_->finished()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        task_->poll();
+      }
     }
   }
   {

@@ -5,6 +5,7 @@ spawned ranks import them by name; no torch kernel runs (inputs are copies, resu
 after .cpu())."""
 import json
 import os
+import threading
 import time
 
 import torch
@@ -24,18 +25,38 @@ def _contexts():
     return [d for d in range(torch.cuda.device_count()) if torch._C._cuda_hasPrimaryContext(d)]
 
 
+def _on_a_new_thread(fn):
+    """Runs fn on a thread of its own: one whose runtime device is 0, never chosen (the main
+    thread's is cuda:1 once torch has used it: torch does not switch back to a device without a
+    context), as a thread that waits for work or destroys the group may be."""
+    errors = []
+
+    def body():
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    if errors:
+        raise errors[0]
+
+
 def rank_on_the_second_gpu():
     """Every rank uses cuda:1 of two, without making it current (torch.cuda.set_device is
-    never called, so the thread's current device stays 0): wait() must order cuda:1's current
-    stream (not device 0's), the kernels start late (CUDA_EMULATOR_LAUNCH_DELAY_MS) so a wait
-    on the wrong device shows as stale data, and nothing of the backend may create a context on
-    cuda:0 (its threads, events and set-up included)."""
+    never called): wait(), called on a thread whose current device is 0, must order cuda:1's
+    current stream (not device 0's), the kernels start late (CUDA_EMULATOR_LAUNCH_DELAY_MS) so a
+    wait on the wrong device shows as stale data, and nothing of the backend may create a
+    context on cuda:0 (its threads, events, set-up and shutdown included, this last one on such
+    a thread too)."""
     rank, world, dev = join(device=1, set_device=False)
     n = 1 << 14
     x = on(dev, torch.full((n,), float(rank + 1)))
     work = dist.all_reduce(x, async_op=True)
-    work.wait()  # with cuda:0 current on this thread
-    got = x.cpu()  # on cuda:1's current (default) stream
+    _on_a_new_thread(work.wait)  # with cuda:0 current on that thread
+    got = x.cpu()  # on cuda:1's current (default) stream: the legacy stream of cuda:1
     y = on(dev, torch.full((n,), float(rank + 1)))
     dist.reduce(y, dst=0)  # staged: the worker thread calls the runtime too
     got_reduce = y.cpu()
@@ -45,7 +66,7 @@ def rank_on_the_second_gpu():
               "reduce_ok": torch.equal(got_reduce, torch.full((n,), total if rank == 0 else
                                                              float(rank + 1))),
               "current": torch.cuda.current_device()}
-    dist.destroy_process_group()
+    _on_a_new_thread(dist.destroy_process_group)
     del work, x, y
     import gc
     gc.collect()

@@ -60,20 +60,19 @@ def rank_async_wait(delay_s):
 
 
 def rank_freed_input(delay_s):
-    """Rank 0 drops the input of a pending (late) all_reduce and writes a new tensor of its
-    size at once: the caching allocator may not hand it the input's memory while the comm
-    stream still reads it, so every rank's sum, and rank 0's new tensor, are intact."""
+    """Rank 0 drops a pending (late) all_reduce's Work and input, and writes a new tensor of its
+    size at once: the caching allocator may not hand it the input's memory while the comm stream
+    still reads it, so every rank's sum, and rank 0's new tensor, are intact."""
     rank, world, dev = join()
     n = 1 << 18
     x = on(dev, _mine(rank, n))
     work = dist.all_reduce(x, async_op=True)
     fresh_ok = None
     if rank == 0:
-        del x
+        del work, x  # nothing of the caller's holds the input any more
         fresh = torch.empty(n, device=dev)
         fresh.copy_(torch.full((n,), 100.0))  # the caller's stream, not ordered after the kernel
-        work.wait()
-        torch.cuda.synchronize()
+        torch.cuda.synchronize()  # the device's every stream, the kernel's included
         fresh_ok = torch.equal(fresh.cpu(), torch.full((n,), 100.0))
         result = None
     else:

@@ -251,10 +251,11 @@ def rank_mismatch():
     return {"error": error, "elapsed": time.monotonic() - start, "paths": counted}
 
 
-def rank_staged_over_tcp(device="cuda"):
-    """TORCH_RING_TRANSPORT=tcp, as between hosts: CUDA tensors are staged through pinned host
-    memory over the TCP links (no kernels), and the results are still exact."""
-    os.environ["TORCH_RING_TRANSPORT"] = "tcp"
+def rank_staged_over_tcp(device="cuda", setting=("TORCH_RING_TRANSPORT", "tcp")):
+    """TORCH_RING_TRANSPORT=tcp, as between hosts (or another `setting` that turns the kernels
+    off, e.g. TORCH_RING_CUDA_KERNELS=0): CUDA tensors are staged through pinned host memory
+    (no kernels), and the results are still exact."""
+    os.environ[setting[0]] = setting[1]
     rank, world, dev = _setup(device=device)
     paths = PathCounter(dev)
     rep = Report()

@@ -140,6 +140,12 @@ def test_cuda_tensors_over_tcp_are_staged_and_exact():
     _no_failures(results)  # counts: every call staged, none on the kernels
 
 
+def test_cuda_tensors_with_the_kernels_off_are_staged_and_exact():
+    results = run_on_local_ranks(rank_staged_over_tcp, 2, "cuda",
+                                 ("TORCH_RING_CUDA_KERNELS", "0"), timeout_s=300)
+    _no_failures(results)
+
+
 @needs_torch_kernels
 def test_sync_batch_norm_matches_one_batch_norm():
     for res in run_on_local_ranks(rank_sync_batch_norm, 2, timeout_s=300):
