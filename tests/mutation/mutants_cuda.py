@@ -60,7 +60,7 @@ CUDA_MUTANTS = [
     # The current device (backend/cuda_work.cc, staging.cc, cuda_collectives.cc).
     Mutant("cuda_wait_on_whatever_device_is_current", "csrc/backend/cuda_work.cc",
            "  c10::cuda::CUDAGuard guard(device_);\n  cudaStream_t current =",
-           "  cudaStream_t current =", "emu", f"{_EMU} second_gpu",
+           "  cudaStream_t current =", "emu", f"{_EMU} another_is_current",
            why="wait() makes the current device's legacy stream wait, not the tensor's device's"),
     Mutant("cuda_staged_events_queried_on_device_0", "csrc/backend/staging.cc",
            "  c10::cuda::CUDAGuard guard(device_);\n  copies_->waitCopiedIn(timeout);",

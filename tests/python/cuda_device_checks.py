@@ -76,6 +76,25 @@ def rank_on_the_second_gpu():
     return result
 
 
+def rank_wait_with_another_device_current():
+    """A process that works on cuda:0 (current) and runs its group on cuda:1: wait() on a
+    cuda:1 collective must order cuda:1's current stream, not the legacy stream of cuda:0 that
+    the null handle of a default stream names while cuda:0 is current. The kernels start late
+    (CUDA_EMULATOR_LAUNCH_DELAY_MS): a wait on the wrong device shows as stale data."""
+    torch.cuda.set_device(0)
+    on(torch.device("cuda", 0), torch.ones(4))  # cuda:0 in use: it has a context
+    rank, world, dev = join(device=1, set_device=False)
+    n = 1 << 14
+    x = on(dev, torch.full((n,), float(rank + 1)))
+    work = dist.all_reduce(x, async_op=True)
+    work.wait()  # cuda:0 current
+    got = x.cpu()  # on cuda:1's current (default) stream
+    ok = torch.equal(got, torch.full((n,), float(sum(range(1, world + 1)))))
+    torch.cuda.synchronize(dev)
+    dist.destroy_process_group()
+    return {"wait_ok": ok, "current": torch.cuda.current_device()}
+
+
 def rank_one_gpu_each(visible_per_rank):
     """Rank r sees only the GPUs CUDA_VISIBLE_DEVICES gives it (`visible_per_rank`, the SLURM
     way: one each, so every rank's cuda:0 is another GPU), or, with it None, rank r uses cuda:r

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(
 
 from cuda_device_checks import (  # noqa: E402
     rank_abort_pending, rank_on_the_second_gpu, rank_one_gpu_each, rank_peer_killed,
-    rank_shutdown_after_peer_failure)
+    rank_shutdown_after_peer_failure, rank_wait_with_another_device_current)
 from cuda_order_checks import (  # noqa: E402
     rank_async_wait, rank_capture_while_collective_pending, rank_completion_hook,
     rank_failure_reported, rank_freed_input, rank_later_calls_after_staged,
@@ -122,6 +122,14 @@ def test_a_rank_on_the_second_gpu_waits_there_and_touches_no_other():
         assert res["reduce_ok"], res
         assert res["contexts"] == [1], f"contexts on cuda:{res['contexts']}, only cuda:1 used"
         assert res["paths"][0] > 0, res
+
+
+def test_wait_orders_the_collectives_device_while_another_is_current():
+    env = {"CUDA_EMULATOR_DEVICES": "2", **late_kernels(800)}
+    for res in run_on_local_ranks(rank_wait_with_another_device_current, 2, timeout_s=120,
+                                  env=env):
+        assert res["wait_ok"], "wait() ordered cuda:0's legacy stream, not cuda:1's"
+        assert res["current"] == 0, res
 
 
 def test_two_gpus_of_one_host_run_the_kernels():
