@@ -5,7 +5,6 @@
 #include "common/errors.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
-#include "transport/cuda_ipc/device_scope.h"
 
 namespace ring {
 namespace {
@@ -25,10 +24,11 @@ CudaWatchdog::CudaWatchdog(std::shared_ptr<CudaGroupState> state, int device,
   thread_ = std::thread([this] {
     nameThisThread("ring-cuda-wdog");
     setThreadLogContext(state_->rank(), groupName_);
-    // For the thread's whole life: every event query below then uses the group's device. Not
-    // a DeviceScope: this thread is the group's alone, so there is nothing to restore, and
-    // restoring the thread's default device 0 at its end would itself make a context there
-    // (cudaSetDevice initialises its device's primary context since CUDA 12.0).
+    // For the thread's whole life: every event query below then uses the group's device. This
+    // thread is the group's alone, so there is nothing to give back (giving back the thread's
+    // default device 0 at its end would itself make a context there: cudaSetDevice
+    // initialises its device's primary context since CUDA 12.0; transport/cuda_ipc/
+    // device_scope.h).
     const cudaError_t e = cudaSetDevice(device_);
     if (e != cudaSuccess) {
       (void)cudaGetLastError();

@@ -184,6 +184,16 @@ TEST(CudaEngineFailures, AnEnormousTimeoutNeverStopsAKernelThatWaits) {
   for (const auto& out : outcomes) EXPECT_TRUE(out.ok()) << out.message();
 }
 
+// Rank 1's part of the two tests below: it aborts with a kernel in flight, which its watchdog
+// stops, marking its group broken; its task fails.
+void abortWithAKernelInFlight(EngineRank& r, const DeviceFloats& data) {
+  auto task =
+      r.engine.allReduce(callOf(r, 0), data.data(), 64, DType::Float32, RedOp::Sum, 1.0);
+  r.comm.abort("the test stops rank 1");
+  awaitFinished(*task, 10s);
+  EXPECT_NE(errorOf(*task), "");
+}
+
 // Rank 1 aborts with a kernel in flight (its watchdog stops it and marks its group broken);
 // rank 0, with none in flight, learns of it only when its next collective is refused. From
 // then on rank 0's group is broken too: waitIdle (what a barrier calls) says so, and its
@@ -195,13 +205,7 @@ TEST(CudaEngineFailures, ARankToldOfAFailureAtEnqueueIsBrokenToo) {
   std::vector<std::chrono::milliseconds> shutdownTook(2);
   auto outcomes = runEngineGroup(2, [&](EngineRank& r) {
     DeviceFloats data(std::vector<float>(64, 1.0f));
-    if (r.rank == 1) {
-      auto task = r.engine.allReduce(callOf(r, 0), data.data(), 64, DType::Float32, RedOp::Sum,
-                                     1.0);
-      r.comm.abort("the test stops rank 1");
-      awaitFinished(*task, 10s);
-      EXPECT_NE(errorOf(*task), "");
-    }
+    if (r.rank == 1) abortWithAKernelInFlight(r, data);
     failed.arriveAndWait();
     if (r.rank == 0) {
       EXPECT_THROW(r.engine.allReduce(callOf(r, 0), data.data(), 64, DType::Float32,
@@ -227,12 +231,7 @@ TEST(CudaEngineFailures, ARankOfAFailedGroupDoesNotWaitToCloseAtShutdown) {
   std::chrono::milliseconds shutdownTook{0};
   auto outcomes = runEngineGroup(2, [&](EngineRank& r) {
     DeviceFloats data(std::vector<float>(64, 1.0f));
-    if (r.rank == 1) {
-      auto task = r.engine.allReduce(callOf(r, 0), data.data(), 64, DType::Float32, RedOp::Sum,
-                                     1.0);
-      r.comm.abort("the test stops rank 1");
-      awaitFinished(*task, 10s);
-    }
+    if (r.rank == 1) abortWithAKernelInFlight(r, data);
     failed.arriveAndWait();
     if (r.rank == 0) {
       const auto start = std::chrono::steady_clock::now();

@@ -119,14 +119,29 @@ def rank_one_gpu_each(visible_per_rank):
     return result
 
 
-def rank_peer_killed(timeout_s, report_path):
-    """Rank 1 dies (os._exit) while rank 0's all_reduce waits for it: rank 0's work must fail
-    with a clear error long before the group's timeout. Rank 0 writes what it saw to
-    `report_path` (the launcher gives no results once a rank died)."""
+def _joined_with_the_cuda_path(timeout_s):
+    """Joins the group and runs one all_reduce, which sets the CUDA path up on every rank."""
     rank, world, dev = join(timeout_s=timeout_s)
     x = on(dev, torch.full((1000,), 1.0))
     dist.all_reduce(x)
     torch.cuda.synchronize()
+    return rank, dev, x
+
+
+def _error_of(call):
+    """None, or the exception `call` raised, as "Type: text"."""
+    try:
+        call()
+        return None
+    except Exception as e:  # noqa: BLE001
+        return f"{type(e).__name__}: {e}"
+
+
+def rank_peer_killed(timeout_s, report_path):
+    """Rank 1 dies (os._exit) while rank 0's all_reduce waits for it: rank 0's work must fail
+    with a clear error long before the group's timeout. Rank 0 writes what it saw to
+    `report_path` (the launcher gives no results once a rank died)."""
+    rank, dev, x = _joined_with_the_cuda_path(timeout_s)
     if rank == 1:
         time.sleep(0.5)
         os._exit(0)
@@ -135,12 +150,7 @@ def rank_peer_killed(timeout_s, report_path):
     while not work.is_completed() and time.monotonic() - start < timeout_s + 30:
         time.sleep(0.02)
     elapsed = time.monotonic() - start
-    try:
-        work.wait()
-        torch.cuda.synchronize()
-        error = None
-    except Exception as e:  # noqa: BLE001
-        error = f"{type(e).__name__}: {e}"
+    error = _error_of(lambda: (work.wait(), torch.cuda.synchronize()))
     with open(report_path, "w") as f:
         json.dump({"elapsed": elapsed, "error": error}, f)
     return {"elapsed": elapsed, "error": error}
@@ -149,10 +159,7 @@ def rank_peer_killed(timeout_s, report_path):
 def rank_abort_pending():
     """Rank 0 aborts its group while its all_reduce waits for rank 1 (which never issues it):
     the pending work fails at once naming the abort, and rank 1's next collective fails too."""
-    rank, world, dev = join(timeout_s=120)
-    x = on(dev, torch.full((1000,), 1.0))
-    dist.all_reduce(x)
-    torch.cuda.synchronize()
+    rank, dev, x = _joined_with_the_cuda_path(120)
     result = {}
     if rank == 0:
         work = dist.all_reduce(x, async_op=True)
@@ -162,20 +169,11 @@ def rank_abort_pending():
         while not work.is_completed() and time.monotonic() - start < 60:
             time.sleep(0.02)
         result["elapsed"] = time.monotonic() - start
-        try:
-            work.wait()
-            result["error"] = None
-        except Exception as e:  # noqa: BLE001
-            result["error"] = f"{type(e).__name__}: {e}"
+        result["error"] = _error_of(work.wait)
     else:
         time.sleep(1.5)
         start = time.monotonic()
-        try:
-            dist.all_reduce(x)
-            torch.cuda.synchronize()
-            result["error"] = None
-        except Exception as e:  # noqa: BLE001
-            result["error"] = f"{type(e).__name__}: {e}"
+        result["error"] = _error_of(lambda: (dist.all_reduce(x), torch.cuda.synchronize()))
         result["elapsed"] = time.monotonic() - start
     return result
 
@@ -185,10 +183,7 @@ def rank_shutdown_after_peer_failure():
     broken); rank 0, with no kernel in flight, learns of it only when its next CUDA collective
     raises. Rank 0's destroy_process_group must then not wait for rank 1 to close the CUDA
     links with it (rank 1 never will): the group's timeout is a minute, the close wait half."""
-    rank, world, dev = join(timeout_s=60)
-    x = on(dev, torch.full((1000,), 1.0))
-    dist.all_reduce(x)
-    torch.cuda.synchronize()
+    rank, dev, x = _joined_with_the_cuda_path(60)
     result = {}
     if rank == 1:
         work = dist.all_reduce(x, async_op=True)
@@ -199,12 +194,7 @@ def rank_shutdown_after_peer_failure():
         time.sleep(15)  # alive, but never closing the links: rank 0 must not wait for it
     else:
         time.sleep(1.5)
-        try:
-            dist.all_reduce(x)
-            torch.cuda.synchronize()
-            result["error"] = None
-        except Exception as e:  # noqa: BLE001
-            result["error"] = f"{type(e).__name__}: {e}"
+        result["error"] = _error_of(lambda: (dist.all_reduce(x), torch.cuda.synchronize()))
     start = time.monotonic()
     dist.destroy_process_group()
     result["destroy_s"] = time.monotonic() - start
