@@ -40,6 +40,29 @@ def late_kernels(ms):
     return {"CUDA_EMULATOR_LAUNCH_DELAY_MS": str(ms)}
 
 
+# ---- the emulated runtime under torch -----------------------------------------------------------
+
+_TORCH_KERNEL = textwrap.dedent("""
+    import torch
+    x = torch.arange(4.0).to("cuda")   # a copy: runs
+    assert x.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+    try:
+        torch.zeros(4, device="cuda")  # torch's fill kernel: refused
+        print("NOT REFUSED")
+    except Exception as e:
+        print("REFUSED:", e)
+""")
+
+
+def test_a_torch_kernel_is_refused_by_name_never_skipped():
+    """A kernel nvcc compiled into torch cannot run on the emulated device: its launch fails
+    with CUDA's error for a kernel with no image for the device, and the runtime names it."""
+    out = subprocess.run([sys.executable, "-P", "-c", _TORCH_KERNEL], env=dict(os.environ),
+                         capture_output=True, text=True, timeout=120)
+    assert "REFUSED: CUDA error: no kernel image is available" in out.stdout, out.stdout + out.stderr
+    assert "refused the GPU kernel" in out.stderr and "FillFunctor" in out.stderr, out.stderr
+
+
 # ---- a collective's Work, Future and memory ----------------------------------------------------
 
 def test_wait_orders_the_callers_stream_without_blocking_the_cpu():
