@@ -147,14 +147,17 @@ fi
 export TORCH_RING_TEST_TIMEOUT_S=${TORCH_RING_TEST_TIMEOUT_S:-20}
 MORE_RANKS="more_ranks or three_ranks"
 THREADS="threads_as_ranks"
-note "tests"
-TORCH_RING_DEBUG=INFO bash scripts/gpu_check_pytest.sh "$(budget $CAP_TESTS)" "$OUT/tests.xml" \
-  "$OUT/tests.log" tests/python/test_cuda.py -k "not ($MORE_RANKS or $THREADS)"
-note "tests exit $?: $(grep -E '^=+ .*(passed|failed|error|skipped|no tests).* =+$' "$OUT/tests.log" | tail -1)"
-note "tests, more ranks"
-TORCH_RING_DEBUG=INFO bash scripts/gpu_check_pytest.sh "$(budget $CAP_TESTS_MORE)" \
-  "$OUT/tests_more.xml" "$OUT/tests_more.log" tests/python/test_cuda.py -k "$MORE_RANKS"
-note "tests, more ranks exit $?: $(grep -E '^=+ .*(passed|failed|error|skipped|no tests).* =+$' "$OUT/tests_more.log" | tail -1)"
+# One phase of tests/python/test_cuda.py: LABEL CAP NAME (its NAME.xml and NAME.log), the tests
+# chosen by pytest's -k EXPR; notes its exit and pytest's summary line.
+test_phase() {
+  local label=$1 cap=$2 name=$3 expr=$4
+  note "$label"
+  TORCH_RING_DEBUG=INFO bash scripts/gpu_check_pytest.sh "$(budget "$cap")" "$OUT/$name.xml" \
+    "$OUT/$name.log" tests/python/test_cuda.py -k "$expr"
+  note "$label exit $?: $(grep -E '^=+ .*(passed|failed|error|skipped|no tests).* =+$' "$OUT/$name.log" | tail -1)"
+}
+test_phase "tests" "$CAP_TESTS" tests "not ($MORE_RANKS or $THREADS)"
+test_phase "tests, more ranks" "$CAP_TESTS_MORE" tests_more "$MORE_RANKS"
 
 # ---- 4. benchmarks --------------------------------------------------------------------------
 note "benchmark: threads as ranks"
@@ -178,8 +181,5 @@ for n in 2 4; do
 done
 
 # ---- 5. last, the riskiest test: threads as ranks share one context ----------------------------
-note "tests, threads as ranks"
-TORCH_RING_DEBUG=INFO bash scripts/gpu_check_pytest.sh "$(budget $CAP_TESTS_THREADS)" \
-  "$OUT/tests_threads.xml" "$OUT/tests_threads.log" tests/python/test_cuda.py -k "$THREADS"
-note "tests, threads as ranks exit $?: $(grep -E '^=+ .*(passed|failed|error|skipped|no tests).* =+$' "$OUT/tests_threads.log" | tail -1)"
+test_phase "tests, threads as ranks" "$CAP_TESTS_THREADS" tests_threads "$THREADS"
 note "done"

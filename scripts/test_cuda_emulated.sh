@@ -50,11 +50,11 @@ RUNTIME_DIR="$BUILD_DIR/tests/cpp/cuda_emulator"
 export LD_PRELOAD="$RUNTIME_DIR/libcudart.so.13${LD_PRELOAD:+:$LD_PRELOAD}"
 export LD_LIBRARY_PATH="$RUNTIME_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONPATH="$BUILD_DIR/site${PYTHONPATH:+:$PYTHONPATH}"
-# -P: the source tree's own torch_ring_backend folder (the current directory) must not come
-# before this build's package.
 if [ "${1:-}" = "--build-only" ]; then
   exit 0
 fi
+# -P: the source tree's own torch_ring_backend folder (the current directory) must not come
+# before this build's package.
 "$PYTHON" -P - <<'PY'
 import torch
 import torch_ring_backend

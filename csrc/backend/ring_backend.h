@@ -225,13 +225,16 @@ class RingBackend : public c10d::Backend {
   DedicatedStream& orderStream(const at::Device& device);
   // The stream point-to-point calls on `device` copy on.
   DedicatedStream& p2pStream(const at::Device& device);
+  // The stream of `device` in `streams`, made on first use. Caller holds cudaMutex_.
+  using DeviceStreams = std::map<c10::DeviceIndex, std::unique_ptr<DedicatedStream>>;
+  static DedicatedStream& streamOf(DeviceStreams& streams, const at::Device& device);
   // Copies a staged call's outputs back once its host part (hostWork) has ended.
   static void finishWhenDone(const c10::intrusive_ptr<RingWork>& hostWork,
                              const std::shared_ptr<StagedCall>& staged);
   std::mutex cudaMutex_;
   bool cudaTried_ = false;
-  std::map<c10::DeviceIndex, std::unique_ptr<DedicatedStream>> orderStreams_;
-  std::map<c10::DeviceIndex, std::unique_ptr<DedicatedStream>> p2pStreams_;
+  DeviceStreams orderStreams_;
+  DeviceStreams p2pStreams_;
   // Staged collectives whose copies back may not be queued yet (beforeCudaCollective).
   std::mutex stagedMutex_;
   std::vector<std::shared_ptr<StagedCall>> stagedInFlight_;

@@ -30,11 +30,10 @@ void RingBackend::setUpCudaLocked(const CheckScope& s, const at::Device& device)
   // The set-up calls the runtime on this thread: on the group's device (torch's guard gives
   // the thread's device back without making a context where none was).
   c10::cuda::CUDAGuard guard(device);
-  std::unique_ptr<DedicatedStream>& stream = orderStreams_[device.index()];
-  if (!stream) stream = std::make_unique<DedicatedStream>(device.index());
+  DedicatedStream& stream = streamOf(orderStreams_, device);
   try {
     cuda_ = std::make_unique<CudaCollectives>(*setupKeys_, *comm_, recorder_, rank_, size_, device,
-                                              effectiveTimeout(c10d::kUnsetTimeout), *stream,
+                                              effectiveTimeout(c10d::kUnsetTimeout), stream,
                                               [this](c10d::OpType type, uint64_t seq,
                                                      std::chrono::steady_clock::time_point start,
                                                      std::chrono::steady_clock::time_point end,
@@ -111,18 +110,20 @@ void RingBackend::beforeCudaCollective(const CheckScope& s, const at::Device& de
   stagedInFlight_.swap(still);
 }
 
-DedicatedStream& RingBackend::orderStream(const at::Device& device) {
-  std::lock_guard<std::mutex> lock(cudaMutex_);
-  auto& slot = orderStreams_[device.index()];
+DedicatedStream& RingBackend::streamOf(DeviceStreams& streams, const at::Device& device) {
+  std::unique_ptr<DedicatedStream>& slot = streams[device.index()];
   if (!slot) slot = std::make_unique<DedicatedStream>(device.index());
   return *slot;
 }
 
+DedicatedStream& RingBackend::orderStream(const at::Device& device) {
+  std::lock_guard<std::mutex> lock(cudaMutex_);
+  return streamOf(orderStreams_, device);
+}
+
 DedicatedStream& RingBackend::p2pStream(const at::Device& device) {
   std::lock_guard<std::mutex> lock(cudaMutex_);
-  auto& slot = p2pStreams_[device.index()];
-  if (!slot) slot = std::make_unique<DedicatedStream>(device.index());
-  return *slot;
+  return streamOf(p2pStreams_, device);
 }
 #endif
 

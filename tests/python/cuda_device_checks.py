@@ -11,8 +11,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from cuda_order_checks import join
-from cuda_reference import on
+from cuda_reference import join, on
 
 
 def _path_counts():

@@ -3,23 +3,13 @@ streams promise (ProcessGroupNCCL's semantics: docs/conventions.md section 1), t
 group's CUDA calls among themselves, and graph capture. Module level, so that spawned ranks
 import them by name. Every tensor is made on the CPU and copied over, every result read after
 .cpu(): no torch kernel runs (the emulated runtime refuses them)."""
-import datetime
 import os
 import time
 
 import torch
 import torch.distributed as dist
 
-from cuda_reference import on
-
-
-def join(timeout_s=60, device=0, set_device=True):
-    """Joins the group with every rank on cuda:`device` (set as the current device unless
-    `set_device` is False); returns rank, world, the device."""
-    if set_device:
-        torch.cuda.set_device(device)
-    dist.init_process_group("ring", timeout=datetime.timedelta(seconds=timeout_s))
-    return dist.get_rank(), dist.get_world_size(), torch.device("cuda", device)
+from cuda_reference import join, on
 
 
 def _mine(rank, n):

@@ -180,15 +180,23 @@ class Report:
         return {"failures": self.failures, "digests": self.digests, "checked": self.checked}
 
 
+def join(timeout_s=60, device=0, set_device=True):
+    """Joins the group with every rank on cuda:`device` (set as the current device unless
+    `set_device` is False); returns rank, world, the device."""
+    if set_device:
+        torch.cuda.set_device(device)
+    dist.init_process_group("ring", timeout=datetime.timedelta(seconds=timeout_s))
+    return dist.get_rank(), dist.get_world_size(), torch.device("cuda", device)
+
+
 def _setup(timeout_s=TIMEOUT_S, device="cuda"):
     """Joins the group; every rank uses cuda:0. device="cpu" runs the same checks on the CPU
     path, which is how the reference logic of this file is checked on a machine without a GPU
     (python -c "import test_cuda as t; print(t.run_on_cpu())" from tests/python)."""
     if device == "cuda":
-        torch.cuda.set_device(0)
+        return join(timeout_s)
     dist.init_process_group("ring", timeout=datetime.timedelta(seconds=timeout_s))
-    dev = torch.device("cuda", 0) if device == "cuda" else torch.device("cpu")
-    return dist.get_rank(), dist.get_world_size(), dev
+    return dist.get_rank(), dist.get_world_size(), torch.device("cpu")
 
 
 def device_usable(dev):

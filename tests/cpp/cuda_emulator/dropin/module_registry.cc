@@ -250,8 +250,7 @@ cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count
                                enum cudaMemcpyKind kind) {
   void* base = nullptr;
   if (cudaError_t e = cudaGetSymbolAddress(&base, symbol)) return e;
-  return cudaMemcpy(static_cast<char*>(base) + offset, src, count,
-                    kind == cudaMemcpyHostToDevice ? cudaMemcpyHostToDevice : kind);
+  return cudaMemcpy(static_cast<char*>(base) + offset, src, count, kind);
 }
 
 }  // extern "C"

@@ -78,7 +78,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int d) {
                 c.smsPerDevice, c.blocksPerSm);
   // Which of the machine's devices it is: the same in every process, however numbered there.
   uuidOf(state->physical, prop->uuid.bytes);
-  prop->totalGlobalMem = size_t{80} << 30;
+  prop->totalGlobalMem = cudaemu::detail::kDeviceMemoryBytes;
   prop->sharedMemPerBlock = 48 << 10;
   prop->regsPerBlock = 65536;
   prop->warpSize = 32;

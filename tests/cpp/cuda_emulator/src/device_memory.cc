@@ -123,12 +123,11 @@ namespace cudaemu {
 namespace detail {
 namespace {
 
+// Whether [p, p + bytes) lies within one entry of `m` (bytes > 0).
 template <typename Map>
 bool inside(const Map& m, uintptr_t p, size_t bytes) {
-  auto it = m.upper_bound(p);
-  if (it == m.begin()) return false;
-  --it;
-  return p >= it->first && p + bytes <= it->first + it->second.bytes;
+  auto it = holding(m, p);
+  return it != m.end() && p + bytes <= it->first + it->second.bytes;
 }
 
 }  // namespace
@@ -137,6 +136,14 @@ bool deviceAccessible(Runtime& rt, const void* ptr, size_t bytes) {
   const auto p = reinterpret_cast<uintptr_t>(ptr);
   return inside(rt.allocations, p, bytes) || inside(rt.mappings, p, bytes) ||
          inside(rt.hostAllocations, p, bytes) || inside(rt.registered, p, bytes);
+}
+
+bool copyEndsAccessible(Runtime& rt, cudaMemcpyKind kind, const void* dst, size_t dstBytes,
+                        const void* src, size_t srcBytes) {
+  const bool srcOnDevice = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  const bool dstOnDevice = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  return (!srcOnDevice || deviceAccessible(rt, src, srcBytes)) &&
+         (!dstOnDevice || deviceAccessible(rt, dst, dstBytes));
 }
 
 }  // namespace detail
@@ -360,10 +367,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
     // The side a kind names as the device's must be memory the device can reach.
     Runtime& rt = runtime();
     std::lock_guard<std::mutex> lock(rt.mutex);
-    const bool srcOnDevice = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-    const bool dstOnDevice = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
-    if ((srcOnDevice && !deviceAccessible(rt, src, count)) ||
-        (dstOnDevice && !deviceAccessible(rt, dst, count))) {
+    if (!cudaemu::detail::copyEndsAccessible(rt, kind, dst, count, src, count)) {
       return fail(cudaErrorInvalidValue);
     }
   }

@@ -127,11 +127,7 @@ cudaError_t enqueueLaunch(const void* kernel, dim3 grid, dim3 block, size_t shar
     Runtime& rt = runtime();
     std::lock_guard<std::mutex> lock(rt.mutex);
     std::shared_ptr<detail::StreamCore> core = detail::streamOf(rt, stream);
-    if (core == nullptr) {
-      return fail(detail::isLegacyHandle(stream) || stream == cudaStreamPerThread
-                      ? cudaErrorInvalidDevice
-                      : cudaErrorInvalidResourceHandle);
-    }
+    if (core == nullptr) return fail(detail::unresolvedStreamError(stream));
     d = detail::deviceOf(rt, core->device);
     if (d == nullptr) return fail(cudaErrorInvalidDevice);
   }

@@ -14,21 +14,8 @@ using cudaemu::detail::fail;
 using cudaemu::detail::Runtime;
 using cudaemu::detail::runtime;
 
-namespace {
-
-// What the emulated device reports as its memory (cudaGetDeviceProperties' totalGlobalMem).
-constexpr size_t kDeviceBytes = size_t{80} << 30;
-
-// The entry of `m` whose range holds `p`, or m.end().
-template <typename Map>
-typename Map::const_iterator holding(const Map& m, uintptr_t p) {
-  auto it = m.upper_bound(p);
-  if (it == m.begin()) return m.end();
-  --it;
-  return p < it->first + it->second.bytes ? it : m.end();
-}
-
-}  // namespace
+using cudaemu::detail::holding;
+using cudaemu::detail::kDeviceMemoryBytes;
 
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
   if (cudaError_t e = enter("cudaPointerGetAttributes")) return fail(e);
@@ -108,8 +95,8 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   for (const auto& entry : rt.allocations) {
     if (entry.second.device == device) used += entry.second.bytes;
   }
-  *total = kDeviceBytes;
-  *free = used < kDeviceBytes ? kDeviceBytes - used : 0;
+  *total = kDeviceMemoryBytes;
+  *free = used < kDeviceMemoryBytes ? kDeviceMemoryBytes - used : 0;
   return cudaSuccess;
 }
 
@@ -133,12 +120,9 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t 
   {
     Runtime& rt = runtime();
     std::lock_guard<std::mutex> lock(rt.mutex);
-    const bool srcOnDevice = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-    const bool dstOnDevice = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
     const size_t srcSpan = spitch * (height - 1) + width;
     const size_t dstSpan = dpitch * (height - 1) + width;
-    if ((srcOnDevice && !cudaemu::detail::deviceAccessible(rt, src, srcSpan)) ||
-        (dstOnDevice && !cudaemu::detail::deviceAccessible(rt, dst, dstSpan))) {
+    if (!cudaemu::detail::copyEndsAccessible(rt, kind, dst, dstSpan, src, srcSpan)) {
       return fail(cudaErrorInvalidValue);
     }
   }

@@ -54,6 +54,9 @@ namespace cudaemu {
 
 namespace detail {
 
+// What an emulated device reports as its memory (totalGlobalMem, cudaMemGetInfo's total).
+constexpr size_t kDeviceMemoryBytes = size_t{80} << 30;
+
 struct DeviceState {
   DeviceState(int ordinal, int physical, size_t stackBytes, int slots);
   const int ordinal;   // as this process numbers it
@@ -140,10 +143,29 @@ std::shared_ptr<StreamCore> perThreadStream(DeviceState& device);
 // Caller holds rt.mutex.
 std::shared_ptr<StreamCore> streamOf(Runtime& rt, cudaStream_t stream);
 bool isLegacyHandle(cudaStream_t stream);
+// Whether a handle names a stream of the calling thread's current device (the legacy stream's
+// handles, cudaStreamPerThread) rather than one that cudaStreamCreate made.
+bool namesCurrentDevicesStream(cudaStream_t stream);
+// The error for a handle that streamOf does not resolve: an invalid current device for the
+// handles that name its stream, else an unknown handle.
+cudaError_t unresolvedStreamError(cudaStream_t stream);
 // Whether [ptr, ptr + bytes) lies in memory a kernel or a copy engine may touch: a cudaMalloc
 // allocation, a mapped IPC handle, or page-locked host memory (cudaHostAlloc, cudaHostRegister:
 // with unified addressing the device reaches it at the host's address). Caller holds rt.mutex.
 bool deviceAccessible(Runtime& rt, const void* ptr, size_t bytes);
+// Whether the ends that a copy of `kind` names as the device's ([dst, dst + dstBytes) and
+// [src, src + srcBytes)) are memory the device can reach (deviceAccessible); the host's ends
+// are not checked. Caller holds rt.mutex.
+bool copyEndsAccessible(Runtime& rt, cudaMemcpyKind kind, const void* dst, size_t dstBytes,
+                        const void* src, size_t srcBytes);
+// The entry of `m` (start address -> a range with .bytes) whose range holds `p`, or m.end().
+template <typename Map>
+typename Map::const_iterator holding(const Map& m, uintptr_t p) {
+  auto it = m.upper_bound(p);
+  if (it == m.begin()) return m.end();
+  --it;
+  return p < it->first + it->second.bytes ? it : m.end();
+}
 // The capture rules of a call made now (capture.cc): cudaSuccess, or the error of a potentially
 // unsafe call (`api`) that the calling thread may not make while a capture is under way (the
 // captures that forbid it are invalidated).

@@ -44,8 +44,17 @@ bool isLegacyHandle(cudaStream_t stream) {
   return stream == nullptr || stream == cudaStreamLegacy;
 }
 
+bool namesCurrentDevicesStream(cudaStream_t stream) {
+  return isLegacyHandle(stream) || stream == cudaStreamPerThread;
+}
+
+cudaError_t unresolvedStreamError(cudaStream_t stream) {
+  return namesCurrentDevicesStream(stream) ? cudaErrorInvalidDevice
+                                           : cudaErrorInvalidResourceHandle;
+}
+
 std::shared_ptr<StreamCore> streamOf(Runtime& rt, cudaStream_t stream) {
-  if (isLegacyHandle(stream) || stream == cudaStreamPerThread) {
+  if (namesCurrentDevicesStream(stream)) {
     DeviceState* d = deviceOf(rt, currentDevice());
     if (d == nullptr) return nullptr;
     return isLegacyHandle(stream) ? legacyOf(*d) : perThreadStream(*d);
@@ -59,11 +68,7 @@ cudaError_t submit(cudaStream_t stream, Operation op, std::shared_ptr<StreamCore
   Runtime& rt = runtime();
   std::lock_guard<std::mutex> lock(rt.mutex);
   std::shared_ptr<StreamCore> core = streamOf(rt, stream);
-  if (core == nullptr) {
-    return isLegacyHandle(stream) || stream == cudaStreamPerThread
-               ? cudaErrorInvalidDevice
-               : cudaErrorInvalidResourceHandle;
-  }
+  if (core == nullptr) return unresolvedStreamError(stream);
   uint64_t at = 0;
   if (core->legacy) {
     DeviceState* d = deviceOf(rt, core->device);
@@ -176,7 +181,7 @@ cudaError_t cudaStreamGetPriority(cudaStream_t stream, int* priority) {
   if (priority == nullptr) return fail(cudaErrorInvalidValue);
   Runtime& rt = runtime();
   std::lock_guard<std::mutex> lock(rt.mutex);
-  if (cudaemu::detail::isLegacyHandle(stream) || stream == cudaStreamPerThread) {
+  if (cudaemu::detail::namesCurrentDevicesStream(stream)) {
     *priority = kLeastPriority;
     return cudaSuccess;
   }
@@ -213,10 +218,7 @@ cudaError_t lookUp(cudaStream_t stream, std::shared_ptr<StreamCore>* out) {
   Runtime& rt = runtime();
   std::lock_guard<std::mutex> lock(rt.mutex);
   *out = cudaemu::detail::streamOf(rt, stream);
-  if (*out != nullptr) return cudaSuccess;
-  return cudaemu::detail::isLegacyHandle(stream) || stream == cudaStreamPerThread
-             ? cudaErrorInvalidDevice
-             : cudaErrorInvalidResourceHandle;
+  return *out != nullptr ? cudaSuccess : cudaemu::detail::unresolvedStreamError(stream);
 }
 
 // Synchronizing with a capturing stream is refused and breaks the capture (CUDA's capture
