@@ -6,6 +6,7 @@
 
 #include "backend/fr_dump.h"
 #include "backend/ring_backend.h"
+#include "common/knob_table.h"
 #ifdef RING_WITH_CUDA
 #include "backend/cuda_collectives.h"
 #include "backend/staging.h"
@@ -72,6 +73,7 @@ PYBIND11_MODULE(_C, m) {
               d["detail"] = e.detail;
               d["state"] = std::string(e.state);
               d["thread"] = std::string(e.thread);
+              d["plan"] = std::string(e.plan);
               d["queued_ms"] = e.queuedAtMs;
               d["started_ms"] = e.startedAtMs;
               d["ended_ms"] = e.endedAtMs;
@@ -119,6 +121,24 @@ PYBIND11_MODULE(_C, m) {
   m.def("write_flight_recorder_dump", &ring::writeFlightRecorderDump, py::arg("path"),
         py::call_guard<py::gil_scoped_release>(),
         "Writes flight_recorder_dump_bytes() to `path`.");
+
+  m.def("knob_table", [] {
+    py::list out;
+    for (const ring::KnobInfo& k : ring::knobTable()) {
+      py::dict d;
+      d["name"] = k.name;
+      d["default"] = k.defaultText;
+      d["scope"] = k.scope == ring::KnobScope::PerRank          ? "per_rank"
+                   : k.scope == ring::KnobScope::EveryRankAlike ? "every_rank_alike"
+                                                                : "build";
+      if (k.isInteger()) {
+        d["int_default"] = k.intDefault;
+        d["range"] = py::make_tuple(k.lo, k.hi);
+      }
+      out.append(d);
+    }
+    return out;
+  }, "Every environment knob: name, default, scope (whether ranks must agree), integer range.");
 
   // Counters for tests: which path CUDA calls of this process took.
   m.def("kernel_call_count", [] {

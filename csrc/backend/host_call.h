@@ -31,6 +31,27 @@ struct AllReduceKey {
   }
 };
 
+// What a call can post ahead of itself: this rank's message of its one mailbox round, taken
+// from the call's tensors (AllReduce: output 0, in place; AllGather: input 0; Barrier: none).
+// A description, not code: the runner decides whether to post (work_queue.h), the group
+// whether the call is one round (Communicator::postAllReduce, postAllGather, postBarrier).
+struct PostAhead {
+  enum class Kind : uint8_t { Nothing, AllReduce, AllGather, Barrier };
+  Kind kind = Kind::Nothing;
+  int64_t count = 0;
+  DType dtype = DType::UInt8;
+  RedOp op = RedOp::Sum;
+  double factor = 1.0;
+
+  static PostAhead allReduce(int64_t count, DType t, RedOp op, double factor) {
+    return {Kind::AllReduce, count, t, op, factor};
+  }
+  static PostAhead allGather(int64_t countPerRank, DType t) {
+    return {Kind::AllGather, countPerRank, t, RedOp::Sum, 1.0};
+  }
+  static PostAhead barrier() { return {Kind::Barrier, 0, DType::UInt8, RedOp::Sum, 1.0}; }
+};
+
 struct HostCall {
   c10d::OpType type;
   CallDetail detail;   // for the flight recorder: "1000 x float32, op SUM"
@@ -41,11 +62,8 @@ struct HostCall {
   // Set for an in-place all_reduce of every output (all_reduce, all_reduce_coalesced): such
   // calls can be fused into one (coalescing.h).
   std::optional<AllReduceKey> allReduce = std::nullopt;
-  // Set where the body honours CallInfo::postOnly (posts this rank's message of its one
-  // mailbox round, or does nothing, and returns at once): a call that may run on the caller's
-  // thread is then posted before the caller asks whether every peer has issued it
-  // (work_queue.h).
-  bool postsFirst = false;
+  // What it can post ahead of itself (PostAhead); Nothing for most calls.
+  PostAhead post = {};
 };
 
 }  // namespace ring

@@ -91,24 +91,14 @@ Exchange exchangeOf(const std::vector<int64_t>& sendBytes, const std::vector<int
 
 c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, HostCall call,
                                                std::function<void(const CallInfo&)> beforeBody,
-                                               bool mayRunHere) {
-  WorkQueue::Task task;
+                                               bool callerMayRun) {
   {
     // Before the queue: a peer that runs this call on its own thread waits for this rank's
     // part of it, and must know that it is coming.
     std::lock_guard<std::mutex> lock(commMutex_);
-    if (comm_) {
-      comm_->announceIssued(seq + 1);
-      const int64_t bytes = std::max(totalBytes(call.inputs), totalBytes(call.outputs));
-      if (mayRunHere && bytes <= env().inlineBytes) {
-        // Posted ahead only where the group has peers and mailbox rounds: elsewhere the post
-        // would do nothing but choose the call's plan twice.
-        const bool postFirst =
-            call.postsFirst && size_ > 1 && comm_->transport().mailbox() != nullptr;
-        task.runHere = {&RingBackend::runHere, comm_.get(), bytes, postFirst};
-      }
-    }
+    if (comm_) comm_->announceIssued(seq + 1);
   }
+  WorkQueue::Task task;
   task.name = name;
   if (CommProfile::recording()) {
     task.profile = CommProfile::captureIfProfiling(name, seq, profileGroup(), call.inputs,
@@ -117,6 +107,9 @@ c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, H
   task.detail = std::move(call.detail);
   task.call = CallInfo{seq, effectiveTimeout(call.timeout)};
   task.work = c10::make_intrusive<RingWork>(rank_, call.type, task.call.seq, call.outputs);
+  task.callerMayRun = callerMayRun;
+  task.bytes = std::max(totalBytes(call.inputs), totalBytes(call.outputs));
+  task.post = call.post;
   // The tensors move into the task (the Work keeps its own reference to the outputs).
   task.before = std::move(beforeBody);
   task.body = std::move(call.body);
@@ -127,22 +120,11 @@ c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, H
   return work;
 }
 
-bool RingBackend::runHere(Communicator& comm, uint64_t seq, int64_t bytes) {
-  // Patience: 50 us, or for a larger call about what moving it takes (at 2 GB/s), so that a
-  // rank a whole transfer ahead of its peers (a broadcast's root, which returns as soon as its
-  // data is in the slots) still finds them issued; never more than a waiter would spin anyway
-  // (spinMicros: 500 us where every rank has a core, 50 where they share). The caller's thread
-  // waits at most that long before the call goes to the worker.
-  const int64_t scaled = std::max<int64_t>(50, bytes / 2000);
-  const auto patience = std::chrono::microseconds(std::min<int64_t>(comm.spinMicros(), scaled));
-  return comm.allIssued(seq + 1, patience);
-}
-
 c10::intrusive_ptr<c10d::Work> RingBackend::run(const CheckScope& s, HostCall call) {
   LogScope logScope(rank_, groupName_);
   if (!anyCuda(call.inputs) && !anyCuda(call.outputs)) {
     if (coalescer_.active()) return coalescer_.hold(rank_, s.collective, std::move(call));
-    return push(s.collective, seq_++, std::move(call), nullptr, /*mayRunHere=*/true);
+    return push(s.collective, seq_++, std::move(call), nullptr, /*callerMayRun=*/true);
   }
 #ifdef RING_WITH_CUDA
   const at::Device device = anyCuda(call.outputs) ? call.outputs[0].device() : call.inputs[0].device();
@@ -192,7 +174,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allreduce(std::vector<at::Tensor>& t
                  [this, d, op, factor](const CallInfo& c, const Tensors&, const Tensors& out) {
                    comm_->allReduce(out[0].data_ptr(), out[0].numel(), d, op, factor, c);
                  },
-                 AllReduceKey{d, op, factor}, /*postsFirst=*/true});
+                 AllReduceKey{d, op, factor}, PostAhead::allReduce(t.numel(), d, op, factor)});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::allreduce_coalesced(
@@ -275,7 +257,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::_allgather_base(at::Tensor& output, 
                  opts.timeout, [this, d](const CallInfo& c, const Tensors& in, const Tensors& out) {
                    comm_->allGather(in[0].data_ptr(), out[0].data_ptr(), in[0].numel(), d, c);
                  },
-                 std::nullopt, /*postsFirst=*/true});
+                 std::nullopt, PostAhead::allGather(input.numel(), d)});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::allgather(
@@ -288,15 +270,11 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allgather(
   return run(s, {c10d::OpType::ALLGATHER, countDetail(inputs[0].numel(), d), inputs, outputs[0],
                  opts.timeout,
                  [this, d](const CallInfo& c, const Tensors& in, const Tensors& out) {
-                   if (c.postOnly) {  // only the input is read
-                     comm_->allGather(in[0].data_ptr(), nullptr, in[0].numel(), d, c);
-                     return;
-                   }
                    at::Tensor flat = at::empty({size_ * in[0].numel()}, in[0].options());
                    comm_->allGather(in[0].data_ptr(), flat.data_ptr(), in[0].numel(), d, c);
                    splitInto(flat, out);
                  },
-                 std::nullopt, /*postsFirst=*/true});
+                 std::nullopt, PostAhead::allGather(inputs[0].numel(), d)});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::allgather_coalesced(
@@ -559,22 +537,17 @@ c10::intrusive_ptr<c10d::Work> RingBackend::alltoall(std::vector<at::Tensor>& ou
 c10::intrusive_ptr<c10d::Work> RingBackend::barrier(const c10d::BarrierOptions& opts) {
   CheckScope s{"barrier", rank_, size_};
   // Queued behind every earlier collective of the group, so it also waits for all of them.
-  // Like any small host call it runs on the caller's thread when nothing of the group is queued
-  // or running and every peer has issued it (issue 26: on the worker, a barrier paid two thread
-  // hand-offs, 12.6-18.6 us at world 2 where a 4 KiB all_reduce takes 11).
+  // Like any small host call it may run on the caller's thread (work_queue.h). Its empty
+  // message is posted ahead only where no CUDA work of the group can be pending: the barrier
+  // waits for that work before its round.
+  const PostAhead post = cudaPathSetUp() ? PostAhead{} : PostAhead::barrier();
   return push(s.collective, seq_++, {c10d::OpType::BARRIER, CallDetail(), {}, {}, opts.timeout,
                              [this](const CallInfo& c, const Tensors&, const Tensors&) {
-                               // Posted ahead only where no CUDA work of the group can be
-                               // pending: the barrier waits for it before its round.
-                               if (c.postOnly) {
-                                 if (!cudaPathSetUp()) comm_->barrier(c);
-                                 return;
-                               }
                                waitCudaWork();
                                comm_->barrier(c);
                              },
-                             std::nullopt, /*postsFirst=*/true},
-              nullptr, /*mayRunHere=*/true);
+                             std::nullopt, post},
+              nullptr, /*callerMayRun=*/true);
 }
 
 }  // namespace ring

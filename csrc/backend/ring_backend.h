@@ -149,15 +149,11 @@ class RingBackend : public c10d::Backend {
                 std::chrono::steady_clock::time_point end, const std::exception_ptr& error);
   // The one dispatch of every host-ring call: CPU tensors to the worker, CUDA ones staged.
   c10::intrusive_ptr<c10d::Work> run(const CheckScope& s, HostCall call);
-  // Queues a call for the worker (announced to the peers as issued). `mayRunHere`: a host call
-  // that may run on the caller's thread instead (runHere).
+  // Announces a call to the peers as issued and hands it to the group's runner (work_queue.h).
+  // `callerMayRun`: a host call on CPU tensors, which the runner may run on this thread.
   c10::intrusive_ptr<RingWork> push(const char* name, uint64_t seq, HostCall call,
                                     std::function<void(const CallInfo&)> beforeBody = nullptr,
-                                    bool mayRunHere = false);
-  // Whether the (small: TORCH_RING_INLINE_BYTES) call numbered `seq` may run on the caller's
-  // thread: every peer has issued it within a short wait, so that the caller waits only for
-  // ranks that are bound to come (work_queue.h says why).
-  static bool runHere(Communicator& comm, uint64_t seq, int64_t bytes);
+                                    bool callerMayRun = false);
   // This group as torch's profiler names it (record_param_comms).
   CommProfileGroup profileGroup() const;
   // A Work of a call that runs at once: also covered by an open coalescing block's Work.

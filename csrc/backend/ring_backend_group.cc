@@ -69,7 +69,7 @@ RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
     TORCH_CHECK(false, e.what());
   }
   queue_ = WorkQueue::make(
-      rank, groupName_, recorder_,
+      rank, groupName_, *comm_, recorder_,
       [this](c10d::OpType type, uint64_t seq, std::chrono::steady_clock::time_point start,
              std::chrono::steady_clock::time_point end, const std::exception_ptr& error) {
         finished(type, seq, start, end, error);

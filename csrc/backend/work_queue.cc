@@ -2,24 +2,27 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
 #include "backend/fr_dump.h"
+#include "common/env.h"
 #include "common/errors.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
 
 namespace ring {
 
-std::shared_ptr<WorkQueue> WorkQueue::make(int rank, std::string groupName,
+std::shared_ptr<WorkQueue> WorkQueue::make(int rank, std::string groupName, Communicator& group,
                                            FlightRecorder& recorder, Finished finished) {
   std::shared_ptr<WorkQueue> queue(
-      new WorkQueue(rank, std::move(groupName), recorder, std::move(finished)));
+      new WorkQueue(rank, std::move(groupName), group, recorder, std::move(finished)));
   queue->start();
   return queue;
 }
 
-WorkQueue::WorkQueue(int rank, std::string groupName, FlightRecorder& recorder,
-                     Finished finished)
-    : rank_(rank), groupName_(std::move(groupName)), recorder_(recorder),
+WorkQueue::WorkQueue(int rank, std::string groupName, Communicator& group,
+                     FlightRecorder& recorder, Finished finished)
+    : rank_(rank), groupName_(std::move(groupName)), group_(group), recorder_(recorder),
       finished_(std::move(finished)) {}
 
 void WorkQueue::start() {
@@ -48,46 +51,67 @@ void WorkQueue::push(Task&& task) {
       TORCH_CHECK(false, "ring: ", task.name, " on rank ", rank_,
                   " was called after the process group was shut down (destroy_process_group)");
     }
-    if (task.runHere.ask == nullptr || !queue_.empty() || running_) {
+    const bool callerMay = task.callerMayRun && task.bytes <= env().inlineBytes;
+    if (!callerMay || !queue_.empty() || holder_ != Holder::Nobody) {
       task.work->setQueue(weak_from_this());
       queue_.emplace_back(id, std::move(task));
       wake_.notify_one();
       return;
     }
-    // Nothing of this group is queued or running: hold the group (running_) while the caller's
-    // condition is asked, outside the lock (it may wait a little for the peers).
-    running_ = true;
+    // Nothing of this group is queued or running: the caller holds the group while it posts
+    // and asks, outside the lock (it may wait a little for the peers).
+    holder_ = Holder::Caller;
   }
-  // The post ahead of the question (work_queue.h). It never waits; where it throws (the group
-  // is already broken) the call runs here, where its body meets the same failure at once and
-  // the Work carries it.
-  bool postFailed = false;
-  if (task.runHere.postFirst) {
-    CallInfo postOnly = task.call;
-    postOnly.postOnly = true;
-    try {
-      task.body(postOnly, task.inputs, task.outputs);
-    } catch (...) {
-      postFailed = true;
-    }
-  }
-  const bool here =
-      postFailed || task.runHere.ask(*task.runHere.comm, task.call.seq, task.runHere.bytes);
-  if (here) {
-    const std::exception_ptr error = run(id, task, "caller");  // no hand-off (see work_queue.h)
+  if (callerRuns(task)) {
+    const std::exception_ptr error = run(id, task, "caller");  // no hand-off (see the top)
     releaseThenComplete(task, error);
     return;
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    running_ = false;
+    holder_ = Holder::Nobody;
     // Not here after all: to the worker, ahead of anything another thread queued meanwhile
-    // (it was issued later).
+    // (it was issued later, and a posted call must be the next to run).
     task.work->setQueue(weak_from_this());
     queue_.emplace_front(id, std::move(task));
   }
   idle_.notify_all();
   wake_.notify_one();
+}
+
+bool WorkQueue::callerRuns(Task& task) {
+  // The post ahead of the question. It never waits; where it throws (the group is already
+  // broken) the call runs here, where its body meets the same failure at once and the Work
+  // carries it.
+  const PostAhead& p = task.post;
+  try {
+    switch (p.kind) {
+      case PostAhead::Kind::Nothing:
+        break;
+      case PostAhead::Kind::AllReduce:
+        group_.postAllReduce(task.outputs[0].data_ptr(), p.count, p.dtype, p.op, p.factor,
+                             task.call);
+        break;
+      case PostAhead::Kind::AllGather:
+        group_.postAllGather(task.inputs[0].data_ptr(), p.count, p.dtype, task.call);
+        break;
+      case PostAhead::Kind::Barrier:
+        group_.postBarrier(task.call);
+        break;
+    }
+  } catch (...) {
+    return true;
+  }
+  return group_.allIssued(task.call.seq + 1, callerPatience(task.bytes));
+}
+
+std::chrono::microseconds WorkQueue::callerPatience(int64_t bytes) const {
+  // 50 us, or for a larger call about what moving it takes (at 2 GB/s), so that a rank a whole
+  // transfer ahead of its peers (a broadcast's root, which returns as soon as its data is in
+  // the slots) still finds them issued; never more than a waiter would spin anyway
+  // (spinMicros: 500 us where every rank has a core, 50 where they share).
+  const int64_t scaled = std::max<int64_t>(50, bytes / 2000);
+  return std::chrono::microseconds(std::min<int64_t>(group_.spinMicros(), scaled));
 }
 
 void WorkQueue::releaseThenComplete(Task& task, const std::exception_ptr& error) {
@@ -101,7 +125,7 @@ void WorkQueue::releaseThenComplete(Task& task, const std::exception_ptr& error)
   bool wakeWorker;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    running_ = false;
+    holder_ = Holder::Nobody;
     ++completing_;
     wakeWorker = !queue_.empty() || stopping_;
   }
@@ -144,7 +168,7 @@ void WorkQueue::stop() {
 
 void WorkQueue::waitIdle() {
   std::unique_lock<std::mutex> lock(mutex_);
-  idle_.wait(lock, [&] { return queue_.empty() && !running_ && completing_ == 0; });
+  idle_.wait(lock, [&] { return queue_.empty() && holder_ == Holder::Nobody && completing_ == 0; });
 }
 
 bool WorkQueue::runOnWaiter(const RingWork& work) {
@@ -153,10 +177,13 @@ bool WorkQueue::runOnWaiter(const RingWork& work) {
     std::lock_guard<std::mutex> lock(mutex_);
     // First in line and the group free: exactly what the worker would take next, so the order
     // of the group's tasks is the same whoever runs it.
-    if (running_ || queue_.empty() || queue_.front().second.work.get() != &work) return false;
+    if (holder_ != Holder::Nobody || queue_.empty() ||
+        queue_.front().second.work.get() != &work) {
+      return false;
+    }
     next = std::move(queue_.front());
     queue_.pop_front();
-    running_ = true;
+    holder_ = Holder::Waiter;
   }
   LogScope logScope(rank_, groupName_);
   const std::exception_ptr error = run(next.first, next.second, "waiter");
@@ -170,11 +197,11 @@ void WorkQueue::loop() {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       // Not while a caller runs a task itself: the group's tasks run one at a time, in order.
-      wake_.wait(lock, [&] { return (stopping_ && !running_) || (!queue_.empty() && !running_); });
+      wake_.wait(lock, [&] { return holder_ == Holder::Nobody && (stopping_ || !queue_.empty()); });
       if (queue_.empty()) return;  // stopping, and nothing left to run
       next = std::move(queue_.front());
       queue_.pop_front();
-      running_ = true;
+      holder_ = Holder::Worker;
     }
     const std::exception_ptr error = run(next.first, next.second, "worker");
     releaseThenComplete(next.second, error);
@@ -184,6 +211,9 @@ void WorkQueue::loop() {
 std::exception_ptr WorkQueue::run(uint64_t id, Task& task, const char* thread) {
   const auto start = std::chrono::steady_clock::now();
   recorder_.markStarted(id, thread, start);
+  // The group writes the plan it chose here (CallInfo::plan), for the recorder.
+  const char* plan = nullptr;
+  task.call.plan = &plan;
   std::exception_ptr error;
   try {
     const auto body = [&task] {
@@ -208,7 +238,8 @@ std::exception_ptr WorkQueue::run(uint64_t id, Task& task, const char* thread) {
   } else {
     RING_LOG(kLogTrace, task.name, " (sequence ", task.call.seq, ") took ", ms, " ms");
   }
-  recorder_.markEnded(id, what, end);
+  recorder_.markEnded(id, what, end, plan);
+  task.call.plan = nullptr;
   if (finished_) finished_(task.work->retrieveOpType(), task.call.seq, start, end, error);
   return error;
 }

@@ -1,38 +1,32 @@
-// The worker of one group: runs the group's host collectives one at a time, in the order they
-// were issued, on one thread ("ring-worker"), records each in the flight recorder, and
-// completes its Work (and Future) with the outcome.
+// The runner of one group's host collectives: one class that decides who runs each call and
+// runs it, one call at a time, in the order the calls were issued, recording each in the flight
+// recorder and completing its Work (and Future) with the outcome.
 //
-// Why one thread per group, in issue order: every rank issues a group's collectives in the
-// same order, so running them in that order on every rank pairs them up without any matching;
-// and the caller never blocks on communication (every call returns a Work at once).
+// Why one call at a time, in issue order: every rank issues a group's collectives in the same
+// order, so running them in that order on every rank pairs them up without any matching.
 //
-// Why a small collective may run on the caller's thread instead: handing it to the worker and
-// waiting for its Work costs two thread wake-ups, more than the whole transfer of a few KiB,
-// and puts four busy threads (two per rank) on machines where two ranks share two cores. It
-// runs there only when nothing of the group is queued or running (order is kept) and when the
-// caller's condition holds (the backend: every peer has already issued this collective, so
-// the caller waits only for ranks that are bound to come: see RingBackend::runHere).
+// Who runs a call (push, runOnWaiter, loop), and why:
+//   - the caller's thread, at issue, for a small call (at most TORCH_RING_INLINE_BYTES) when
+//     the group is free and every peer has issued the call within a short patience
+//     (callerPatience): a hand-off to the worker costs two thread wake-ups, more than moving a
+//     few KiB, and the caller waits only for ranks bound to come;
+//   - a thread that waits for the call's Work (runOnWaiter, "waiter") when the call is next in
+//     line and the group is free: it would block for it anyway, and the worker may not have a
+//     core yet (docs/latency_cpu.md, "One late call");
+//   - the group's worker thread ("ring-worker") otherwise.
+// The group is held by exactly one of them at a time (holder_).
 //
-// And a task still in the queue when a thread waits for its Work runs on that thread
-// (runOnWaiter, "waiter" in the flight recorder), if it is next in line and the group is free:
-// the thread would block for it anyway, and the worker may not have a core yet. Where two
-// ranks shared two cores, a call handed to the worker (its peer was late) left its rank a
-// wake-up or two behind, so the peer's next call waited past its patience and went to the
-// worker too, and so on: runs of 10-70 slow calls (about 190 us and 45 us in turn) in 5 of 14
-// jobs, none in 14 with the waiter running the task (docs/latency_cpu.md).
+// A call that can post its message ahead (Task::post: a small all_reduce, all_gather or barrier
+// that is one mailbox round) is posted by the caller before it asks whether the peers have
+// issued it, so its message travels while the ranks wait for each other (docs/latency_cpu.md,
+// "The message posted before the question"). If the answer is no, the call goes to the front of
+// the queue: it is the next to run, whoever runs it, so no other call of the group posts in
+// between.
 //
-// A task whose body can post its message ahead (RunHere::postFirst: a small all_reduce or a
-// barrier, one mailbox round) is posted by the caller before it asks, while it holds the group:
-// each rank's message travels while the ranks wait for each other's announcements, instead of
-// after, which took a second exchange between the cores per call (docs/latency_cpu.md, ninth
-// part). If the answer is no, the worker (or a waiter) runs the rest of the same call: the
-// group stays held from the post until that task has run, so no other call of the group posts
-// in between.
-//
-// The group is released before a task's Work completes (releaseThenComplete), so a collective
-// issued by the thread that the completion wakes, or from a callback on the Work's Future, finds
-// the group free. The collectives themselves still run one at a time in issue order; only the
-// completion of one Work may trail the start of the next call (by the time its callbacks take).
+// The states of a call: issued (push) -> [posted] -> queued or running -> completing -> done.
+// The group is released before a call's Work completes (releaseThenComplete), so a collective
+// issued by the thread that the completion wakes, or from a callback on the Work's Future,
+// finds the group free; only the completion of one Work may trail the start of the next call.
 #pragma once
 
 #include <chrono>
@@ -45,6 +39,7 @@
 #include <thread>
 
 #include "backend/comm_profile.h"
+#include "backend/host_call.h"
 #include "backend/ring_work.h"
 #include "executor/communicator.h"
 #include "executor/flight_recorder.h"
@@ -69,17 +64,12 @@ class WorkQueue : public QueueOfWork, public std::enable_shared_from_this<WorkQu
     std::vector<at::Tensor> inputs, outputs;
     // Set while a profiler records on the issuing thread: the body runs inside its events.
     std::shared_ptr<const CommProfile> profile;
-    // Set for a task the caller's thread may run itself, at push, when nothing of the group is
-    // queued or running; asked then, as ask(*comm, call.seq, bytes): true runs it there.
-    // Unset (ask null): always the worker. A plain function and its arguments: nothing
-    // allocated per call. postFirst: before asking, the caller runs the body with
-    // CallInfo::postOnly (host_call.h, postsFirst), whoever runs the rest.
-    struct RunHere {
-      bool (*ask)(Communicator& comm, uint64_t seq, int64_t bytes) = nullptr;
-      Communicator* comm = nullptr;
-      int64_t bytes = 0;
-      bool postFirst = false;
-    } runHere;
+    // Whether the caller's thread may run it (a host call on CPU tensors: RingBackend::run);
+    // the runner decides whether it does (push). `bytes`: the larger of its inputs and outputs.
+    bool callerMayRun = false;
+    int64_t bytes = 0;
+    // What it can post ahead of itself (host_call.h); posted only by a caller that may run it.
+    PostAhead post;
   };
 
   // Called on the worker after each task, before its Work completes: what ran, when, and how it
@@ -89,13 +79,15 @@ class WorkQueue : public QueueOfWork, public std::enable_shared_from_this<WorkQu
                                       std::chrono::steady_clock::time_point end,
                                       const std::exception_ptr& error)>;
 
-  static std::shared_ptr<WorkQueue> make(int rank, std::string groupName,
+  // `group` answers the runner's questions (posts ahead, whether every peer has issued a
+  // call); it outlives every call pushed before stop().
+  static std::shared_ptr<WorkQueue> make(int rank, std::string groupName, Communicator& group,
                                          FlightRecorder& recorder, Finished finished = {});
   // Runs what is queued, then stops (stop()).
   ~WorkQueue() override;
 
-  // Queues `task`, or runs it before returning (Task::runHere); throws (naming the
-  // collective) once the queue has stopped.
+  // Queues `task`, or runs it before returning (see the top of this file); throws (naming the
+  // collective) once the queue has stopped. The caller has announced the call to the peers.
   void push(Task&& task);
   // Fails every task not yet started with "aborted" (abort()).
   void dropPending();
@@ -108,17 +100,27 @@ class WorkQueue : public QueueOfWork, public std::enable_shared_from_this<WorkQu
   bool runOnWaiter(const RingWork& work) override;
 
  private:
-  WorkQueue(int rank, std::string groupName, FlightRecorder& recorder, Finished finished);
+  // Who holds the group: runs one of its calls (or has posted one, as the caller).
+  enum class Holder { Nobody, Caller, Worker, Waiter };
+
+  WorkQueue(int rank, std::string groupName, Communicator& group, FlightRecorder& recorder,
+            Finished finished);
   void start();
   void loop();
-  // Runs one task on the calling thread ("worker" or "caller", for the flight recorder):
+  // Whether the caller runs `task` itself: posts it ahead where it can, then asks whether every
+  // peer has issued it. Called with the group held by the caller.
+  bool callerRuns(Task& task);
+  // How long the caller waits for its peers' announcements before the call goes to the worker.
+  std::chrono::microseconds callerPatience(int64_t bytes) const;
+  // Runs one task on the calling thread ("worker", "caller" or "waiter", for the recorder):
   // its body, the recorder and the Finished hook; returns its error (null when it succeeded).
   std::exception_ptr run(uint64_t id, Task& task, const char* thread);
-  // After run: releases the group (running_), then completes the task's Work with `error`.
+  // After run: releases the group (holder_), then completes the task's Work with `error`.
   void releaseThenComplete(Task& task, const std::exception_ptr& error);
 
   const int rank_;
   const std::string groupName_;
+  Communicator& group_;
   FlightRecorder& recorder_;
   Finished finished_;
 
@@ -126,7 +128,7 @@ class WorkQueue : public QueueOfWork, public std::enable_shared_from_this<WorkQu
   std::condition_variable wake_;  // a task was queued, or stop
   std::condition_variable idle_;  // a task finished
   std::deque<std::pair<uint64_t, Task>> queue_;  // (flight recorder id, task)
-  bool running_ = false;          // a thread (worker or caller) is inside a task: the group is held
+  Holder holder_ = Holder::Nobody;
   int completing_ = 0;            // tasks released but whose Work is not completed yet
   bool stopping_ = false;
   std::thread worker_;

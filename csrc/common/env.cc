@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/errors.h"
+#include "common/knob_table.h"
 
 namespace ring {
 namespace {
@@ -101,24 +102,24 @@ int64_t readInt(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
 const EnvKnobs& env() {
   static const EnvKnobs knobs = [] {
     EnvKnobs k;
-    k.slotBytes = readInt("TORCH_RING_SLOT_BYTES", 256 * 1024, 64, 64 * 1024 * 1024);
+    k.slotBytes = readKnob("TORCH_RING_SLOT_BYTES");
     k.slotBytes = (k.slotBytes + 63) / 64 * 64;  // keep every payload 64-byte aligned
     k.slotBytesSet = std::getenv("TORCH_RING_SLOT_BYTES") != nullptr;
-    k.slots = static_cast<int>(readInt("TORCH_RING_SLOTS", 4, 2, 64));
-    k.spinMicros = static_cast<int>(readInt("TORCH_RING_SPIN_US", -1, 0, 10000000));
-    k.inlineBytes = readInt("TORCH_RING_INLINE_BYTES", 4 * 1024 * 1024, 0, int64_t{1} << 40);
-    k.directBytes = readInt("TORCH_RING_DIRECT_BYTES", 64 * 1024, 0, int64_t{1} << 40);
-    k.mailboxBytes = readInt("TORCH_RING_LL_BYTES", 64 * 1024, 0, 16 * 1024 * 1024);
+    k.slots = static_cast<int>(readKnob("TORCH_RING_SLOTS"));
+    k.spinMicros = static_cast<int>(readKnob("TORCH_RING_SPIN_US"));
+    k.inlineBytes = readKnob("TORCH_RING_INLINE_BYTES");
+    k.directBytes = readKnob("TORCH_RING_DIRECT_BYTES");
+    k.mailboxBytes = readKnob("TORCH_RING_LL_BYTES");
     k.algo = readAlgo();
-    k.rdBytes = readInt("TORCH_RING_RD_BYTES", 256 * 1024, 0, int64_t{1} << 40);
+    k.rdBytes = readKnob("TORCH_RING_RD_BYTES");
     k.shmLink = readString("TORCH_RING_SHM_LINK");
     k.netLink = readString("TORCH_RING_NET_LINK");
     k.debugLevel = readLevel();
     k.debugFile = readString("TORCH_RING_DEBUG_FILE");
     // torch's own knob for its flight recorders' length; ours keeps 64 entries by default, and
     // 0 turns it off, as it turns off torch's and NCCL's.
-    k.flightRecorderEntries = static_cast<size_t>(readInt("TORCH_FR_BUFFER_SIZE", 64, 0, 1000000));
-    k.stragglerLogSeconds = static_cast<int>(readInt("TORCH_RING_STRAGGLER_LOG_S", 0, 0, 86400));
+    k.flightRecorderEntries = static_cast<size_t>(readKnob("TORCH_FR_BUFFER_SIZE"));
+    k.stragglerLogSeconds = static_cast<int>(readKnob("TORCH_RING_STRAGGLER_LOG_S"));
     k.transport = readTransport();
     k.socketIfname = readString("TORCH_RING_SOCKET_IFNAME");
     k.socketIfnameSource = strCat("TORCH_RING_SOCKET_IFNAME='", k.socketIfname, "'");

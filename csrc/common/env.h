@@ -1,4 +1,5 @@
-// Every environment knob this project reads, in one place (README lists them).
+// The values of the environment knobs, read and checked once per process. The table of every
+// knob (name, default, range, whether ranks must agree) is common/knob_table.h.
 #pragma once
 
 #include <cstddef>

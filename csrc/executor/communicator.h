@@ -55,18 +55,9 @@ struct CommOptions {
 struct CallInfo {
   uint64_t seq;
   std::chrono::milliseconds timeout;
-  // Only this call's post, ahead of the call (allReduce, allGather and barrier; every other
-  // collective must not be asked): where the call is one mailbox round, this rank's message is
-  // posted and the call returns without waiting; otherwise nothing is done. The call itself, made next
-  // with the same arguments and sequence, then only reads the peers' messages. Throws, posting
-  // nothing, where the group is already broken (as the call would).
-  //
-  // Why: a rank's issuing thread asks whether every peer has issued a small call before it
-  // runs the call itself (backend/work_queue.h), and each rank then waits for the others twice
-  // per call, for their announcements and for their messages: two dependent exchanges between
-  // the cores. Posted before that question, and the question answered by the peers' messages
-  // (allIssued), a call waits for its peers once (docs/latency_cpu.md, ninth part).
-  bool postOnly = false;
+  // Where to write the name of the plan the call takes (callPlanName: "direct/mailbox",
+  // "ring", ...; static text), for the flight recorder; null: nowhere.
+  const char** plan = nullptr;
 };
 
 class Communicator {
@@ -108,6 +99,22 @@ class Communicator {
                 const std::vector<int64_t>& recvOffsets, DType t, const CallInfo& c);
   void barrier(const CallInfo& c);
 
+  // Posting ahead (allReduce, allGather and barrier): where call c is one mailbox round, this
+  // rank's message is posted now and true returned, without waiting for anyone; otherwise
+  // nothing is done (false). The call itself, made next with the same arguments and sequence,
+  // then only reads the peers' messages. Throws, posting nothing, where the group is already
+  // broken (as the call would).
+  //
+  // Why: a rank's issuing thread asks whether every peer has issued a small call before it
+  // runs the call itself (backend/work_queue.h), and each rank then waits for the others twice
+  // per call, for their announcements and for their messages: two dependent exchanges between
+  // the cores. Posted before that question, and the question answered by the peers' messages
+  // (allIssued), a call waits for its peers once (docs/latency_cpu.md, ninth part).
+  bool postAllReduce(void* data, int64_t count, DType t, RedOp op, double factor,
+                     const CallInfo& c);
+  bool postAllGather(const void* input, int64_t countPerRank, DType t, const CallInfo& c);
+  bool postBarrier(const CallInfo& c);
+
   // This rank has issued `count` collectives of the group: told to the peers where the
   // transport can (Transport::announces), with the time; then the issue times of the earlier
   // collectives that every rank has issued go into stragglers().
@@ -117,19 +124,29 @@ class Communicator {
   const StragglerStats& stragglers() const { return stragglers_; }
   // Whether every rank has issued `count` collectives, waiting up to `patience` for it (a busy
   // poll). Always false where the transport cannot tell. Where this rank has posted collective
-  // count - 1 ahead (CallInfo::postOnly), it looks for the peers' posts of that round first.
+  // count - 1 ahead (postAllReduce ...), it looks for the peers' posts of that round first.
   bool allIssued(uint64_t count, std::chrono::microseconds patience);
 
   // The hosts of the group as its plans see them: ranks that share memory (select.h).
   const HostLayout& layout() const { return layout_; }
-  // The plan an all_reduce of `bytes` takes (Algorithm::Direct, Ring, HierRing, HierRd,
-  // HierRadix or HierDirect), an all_gather of parts of `partBytes` (Direct, Ring, HierRing
-  // or HierDirect), a reduce_scatter of parts of `partBytes` (Ring, HierRing or HierDirect)
-  // and a broadcast (Ring or HierRing): executor/plan_choice.h.
-  Algorithm allReducePlan(int64_t bytes) const { return allReduceChoice(bytes).algorithm; }
-  Algorithm allGatherPlan(int64_t partBytes) const;
-  Algorithm reduceScatterPlan(int64_t partBytes) const;
-  Algorithm broadcastPlan() const;
+  // The plan of a call of collective `k` (`bytes`: an all_reduce's buffer, one rank's part of
+  // an all_gather or reduce_scatter), chosen in one place: chooseCallPlan (plan_choice.h).
+  CallPlan planOf(Collective k, int64_t bytes) const {
+    return chooseCallPlan(plans_, layout_, k, bytes);
+  }
+  // Its algorithm: an all_reduce (Algorithm::Direct, Ring, HierRing, HierRd, HierRadix or
+  // HierDirect), an all_gather (Direct, Ring, HierRing or HierDirect), a reduce_scatter (Ring,
+  // HierRing or HierDirect), a broadcast (Ring or HierRing).
+  Algorithm allReducePlan(int64_t bytes) const {
+    return planOf(Collective::AllReduce, bytes).algorithm;
+  }
+  Algorithm allGatherPlan(int64_t partBytes) const {
+    return planOf(Collective::AllGather, partBytes).algorithm;
+  }
+  Algorithm reduceScatterPlan(int64_t partBytes) const {
+    return planOf(Collective::ReduceScatter, partBytes).algorithm;
+  }
+  Algorithm broadcastPlan() const { return planOf(Collective::Broadcast, 0).algorithm; }
 
   // Fails every current and future wait of this rank with `reason`, and tells the others.
   void abort(const std::string& reason);
@@ -140,25 +157,18 @@ class Communicator {
   WaitContext waitContext(const Fingerprint& fp, const CallInfo& c);
 
  private:
+  // Runs one call whose messages carry `fp`, under plan `plan` (its name, for c.plan).
   template <typename Body>
-  void guarded(const Fingerprint& fp, const CallInfo& c, Body&& body);
-  // Whether a collective whose message (one rank's part) is `bytes` runs direct: the same
-  // answer on every rank that was configured alike (it is in the fingerprint). Why the n-1: a
-  // direct round sends the message to every other rank, a ring passes about one message's
-  // worth per rank whatever n is; measured with 4 ranks on 2 cores, direct was ahead up to
-  // 8-16 KiB per message and behind from 32 KiB (with 2 ranks: as fast or faster up to a slot).
-  bool goesDirect(int64_t bytes) const {
-    return directBytes_ > 0 && bytes <= slotBytes_ && bytes * (size_ - 1) <= directBytes_;
-  }
+  void guarded(const Fingerprint& fp, const char* plan, const CallInfo& c, Body&& body);
   // Polls done() until it holds (true) or `patience` has passed (false): allIssued's wait.
   template <typename Done>
   bool pollFor(std::chrono::microseconds patience, Done&& done);
-  // allReducePlan's answer with the rounds between hosts, searched once per call.
-  AllReduceChoice allReduceChoice(int64_t bytes) const;
-  // The mailbox that a call of plan `a` with messages of `bytes` runs its one round in; null
-  // where it takes another path (then it cannot be posted ahead: CallInfo::postOnly).
-  Mailbox* roundMailbox(Algorithm a, int64_t bytes) const;
-  // A post made ahead of its call (CallInfo::postOnly): the call's sequence, the fingerprint
+  // The mailbox a call of plan `p` runs its one round in; null where it takes another path
+  // (then it cannot be posted ahead: postAllReduce ...).
+  Mailbox* mailboxOf(const CallPlan& p) const {
+    return p.mailboxRound ? transport_->mailbox() : nullptr;
+  }
+  // A post made ahead of its call (postAllReduce ...): the call's sequence, the fingerprint
   // and mailbox it was posted with (the call itself then neither chooses its plan again nor
   // looks for the mailbox).
   struct PostedAhead {
@@ -166,6 +176,7 @@ class Communicator {
     uint64_t seq = kNothing;
     Fingerprint fp;
     Mailbox* box = nullptr;
+    const char* plan = nullptr;  // callPlanName of the call's plan
   };
   // Call c's post ahead: checks the group's health first (nothing is posted into a broken
   // group: the peers waiting in that round would complete on it, and guarded() throws before
@@ -173,7 +184,7 @@ class Communicator {
   // (`prepare`), posts, and remembers it for the call.
   template <typename Prepare>
   void postAhead(Mailbox& box, const void* data, int64_t bytes, const Fingerprint& fp,
-                 const CallInfo& c, Prepare&& prepare);
+                 const char* plan, const CallInfo& c, Prepare&& prepare);
   // Call c's post ahead, or null where it made none; forgets it (what it points to stays
   // until the next post). A post made for another call than the one that runs is a bug of the
   // caller, named here.
@@ -186,16 +197,13 @@ class Communicator {
   int spinMicros_ = 0;
   // Whether every rank of this host has a core of its own (the long spin: chooseSpin).
   bool ownCore_ = false;
-  // Most bytes a rank sends in a direct round (goesDirect); 0 (never) unless every rank shares
-  // memory with every other, where every link is as close as the ring's.
-  int64_t directBytes_ = 0;
   std::unique_ptr<Transport> transport_;
   HostLayout layout_;
   // hostMajorRing(layout_) and each rank's place on it (broadcast between hosts).
   std::vector<int> hostRing_;
   std::vector<int> hostRingPos_;
   PlanSettings plans_;
-  // The post made ahead of its call (postOnly), until that call runs; seq kNothing otherwise.
+  // The post made ahead of its call (postAllReduce ...), until that call runs; seq kNothing otherwise.
   // Set by the issuing thread, read by whichever thread then runs the call: the caller orders
   // the two (the backend holds the group from the post to the call, and hands it over under a
   // mutex).

@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "common/errors.h"
-#include "executor/mailbox_collectives.h"
 
 namespace ring {
 
@@ -67,17 +66,8 @@ void combineInPositionOrder(char* at, const void** part, int n, int pos, int64_t
   if (io.divide) io.divide(at, io.divisor, elems);
 }
 
-Mailbox* directRoundMailbox(Transport& t, int64_t bytes) {
-  Mailbox* box = t.mailbox();
-  return box != nullptr && bytes <= box->capacity() ? box : nullptr;
-}
-
 void directAllReduce(Transport& t, void* data, int64_t count, const PlanBuffers& io,
                      const Fingerprint& fp, const WaitContext& ctx) {
-  if (Mailbox* box = directRoundMailbox(t, count * static_cast<int64_t>(io.elemSize))) {
-    mailboxAllReduce(*box, t.rank(), t.size(), static_cast<char*>(data), count, io, fp, ctx);
-    return;
-  }
   directAllReduceAmong(t, DirectMembers{nullptr, t.size(), t.rank()}, static_cast<char*>(data),
                        count, io, fp, ctx);
 }
@@ -106,7 +96,7 @@ void reduceOwnBlockAmong(Transport& t, const DirectMembers& m, const char* block
   std::vector<char> own;
   // Slice by slice: a peer's slice k+1 can only be sent once it has received our slice k, so
   // at most two of our slices sit in its FIFO (every FIFO has at least two slots). A group's
-  // direct round within one host is always one slice (Communicator::goesDirect).
+  // direct round within one host is always one slice (plan_choice.h, directInsideOneHost).
   int64_t done = 0;
   int64_t slice = 0;
   do {
@@ -145,10 +135,6 @@ void directAllReduceAmong(Transport& t, const DirectMembers& m, char* data, int6
 
 void directAllGather(Transport& t, const void* input, void* output, int64_t countPerRank,
                      size_t elemSize, const Fingerprint& fp, const WaitContext& ctx) {
-  if (Mailbox* box = directRoundMailbox(t, countPerRank * static_cast<int64_t>(elemSize))) {
-    mailboxAllGather(*box, t.rank(), t.size(), input, output, countPerRank, elemSize, fp, ctx);
-    return;
-  }
   directAllGatherAmong(t, DirectMembers{nullptr, t.size(), t.rank()}, input, output,
                        countPerRank, elemSize, fp, ctx);
 }

@@ -28,14 +28,10 @@
 
 namespace ring {
 
-// The mailbox that a direct round of `bytes`-byte messages over the whole group runs in
-// (executor/mailbox_collectives.h): the transport's, where it has one and the message fits;
-// null where the round goes through the FIFOs.
-Mailbox* directRoundMailbox(Transport& t, int64_t bytes);
-
 // In place on `data` (count elements of io.elemSize bytes; io.input and io.output are
-// ignored): data = x_0 op x_1 op ... op x_{n-1}, then io.divide (AVG) if set. Through
-// directRoundMailbox where there is one.
+// ignored): data = x_0 op x_1 op ... op x_{n-1}, then io.divide (AVG) if set, through the
+// FIFOs (a round small enough for the mailboxes is mailbox_collectives.h's: the call's plan
+// says which, plan_choice.h).
 void directAllReduce(Transport& t, void* data, int64_t count, const PlanBuffers& io,
                      const Fingerprint& fp, const WaitContext& ctx);
 
@@ -61,7 +57,7 @@ void combineInPositionOrder(char* at, const void** part, int n, int pos, int64_t
                             const PlanBuffers& io, std::vector<char>* own);
 
 // output block r (countPerRank elements) = rank r's input; input may be this rank's block of
-// output. Through the mailbox as directAllReduce.
+// output. Through the FIFOs, as directAllReduce.
 void directAllGather(Transport& t, const void* input, void* output, int64_t countPerRank,
                      size_t elemSize, const Fingerprint& fp, const WaitContext& ctx);
 

@@ -100,6 +100,7 @@ uint64_t FlightRecorder::record(uint64_t seq, const std::string& collective,
   }
   e.state = "queued";
   e.thread = std::string_view();
+  e.plan = std::string_view();
   e.startedAtMs = -1;
   e.endedAtMs = -1;
   e.error.clear();
@@ -137,10 +138,11 @@ void FlightRecorder::markStarted(uint64_t id, const char* thread,
 }
 
 void FlightRecorder::markEnded(uint64_t id, const std::string& error,
-                               std::chrono::steady_clock::time_point at) {
+                               std::chrono::steady_clock::time_point at, const char* plan) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (FlightEntry* e = find(id)) {
     e->state = error.empty() ? "completed" : "failed";
+    if (plan != nullptr) e->plan = plan;
     e->endedAtMs = msSinceOrigin(at);
     e->error = error;
   }
@@ -157,7 +159,8 @@ std::vector<FlightEntry> FlightRecorder::snapshot() const {
 std::string FlightRecorder::dump() const {
   std::string s;
   for (const FlightEntry& e : snapshot()) {
-    s += strCat("  seq ", e.seq, " ", e.collective, " ", e.detail, " ", e.state,
+    s += strCat("  seq ", e.seq, " ", e.collective, " ", e.detail,
+                e.plan.empty() ? std::string() : strCat(" (plan ", e.plan, ")"), " ", e.state,
                 e.thread == "caller" ? " (on the caller's thread)" : "",
                 e.startedAtMs >= 0 && e.endedAtMs >= 0
                     ? strCat(" in ", e.endedAtMs - e.startedAtMs, " ms")

@@ -51,6 +51,7 @@ struct FlightEntry {
   // assigning a std::string each time was a measurable part of a small call (issue 26).
   std::string_view state;   // queued | running | completed | failed
   std::string_view thread;  // where it ran: "worker" (the group's thread), "caller" or "waiter"
+  std::string_view plan;    // the plan it took (plan_choice.h, callPlanName); empty: not known
   double queuedAtMs = 0;   // since the recorder was created
   double startedAtMs = -1;
   double endedAtMs = -1;
@@ -82,8 +83,10 @@ class FlightRecorder {
   // collective is a few us).
   void markStarted(uint64_t id, const char* thread = "worker",
                    std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now());
+  // `plan`: the plan the call took (callPlanName's static text), or null.
   void markEnded(uint64_t id, const std::string& error,
-                 std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now());
+                 std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now(),
+                 const char* plan = nullptr);
   std::vector<FlightEntry> snapshot() const;
   // One line per entry, oldest first.
   std::string dump() const;

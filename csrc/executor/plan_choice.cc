@@ -90,8 +90,8 @@ RingShape shapeOf(const PlanSettings& s, const HostLayout& layout) {
   return shape;
 }
 
-AllReduceChoice withRounds(Algorithm a, RadixSchedule rounds) {
-  AllReduceChoice c;
+CallPlan withRounds(Algorithm a, RadixSchedule rounds) {
+  CallPlan c;
   c.algorithm = a;
   c.rounds = std::move(rounds);
   return c;
@@ -110,11 +110,11 @@ AllReduceChoice withRounds(Algorithm a, RadixSchedule rounds) {
 // direct round is priced here, not ruled out: through the leaders it is one network latency
 // a slice against the rounds' several, and on 3+1+2 hosts with a 1 ms link auto took 3.5 ms
 // with it at 64 KiB where the flat ring, its choice before, took 7.2 (docs/scale.md).
-AllReduceChoice cheapestOnUnequalHosts(const PlanSettings& s, const HostLayout& layout,
+CallPlan cheapestOnUnequalHosts(const PlanSettings& s, const HostLayout& layout,
                                        int64_t bytes) {
   const RingShape shape = shapeOf(s, layout);
   const double b = static_cast<double>(bytes);
-  AllReduceChoice choice = withRounds(Algorithm::Ring, {});
+  CallPlan choice = withRounds(Algorithm::Ring, {});
   double best = flatAllReduceSeconds(shape, b);
   const double ring = segmentedAllReduceSeconds(shape, layout, b);
   if (ring <= best) {
@@ -140,7 +140,7 @@ AllReduceChoice cheapestOnUnequalHosts(const PlanSettings& s, const HostLayout& 
 
 }  // namespace
 
-AllReduceChoice chooseAllReducePlan(const PlanSettings& s, const HostLayout& layout,
+CallPlan chooseAllReducePlan(const PlanSettings& s, const HostLayout& layout,
                                     int64_t bytes) {
   const int hosts = std::max(1, layout.hosts());
   switch (s.algo) {
@@ -219,6 +219,28 @@ Algorithm chooseReduceScatter(const PlanSettings& s, const HostLayout& layout,
 Algorithm chooseBroadcast(const PlanSettings& s, const HostLayout& layout) {
   if (s.algo == AlgoKnob::Ring || layout.hosts() <= 1) return Algorithm::Ring;
   return Algorithm::HierRing;
+}
+
+CallPlan choosePlanPastDirect(const PlanSettings& s, const HostLayout& layout, Collective k,
+                              int64_t bytes) {
+  switch (k) {
+    case Collective::AllReduce:
+      return chooseAllReducePlan(s, layout, bytes);
+    case Collective::AllGather:
+      return withRounds(chooseAllGather(s, layout, bytes), {});
+    case Collective::ReduceScatter:
+      return withRounds(chooseReduceScatter(s, layout, bytes), {});
+    case Collective::Broadcast:
+      return withRounds(chooseBroadcast(s, layout), {});
+    case Collective::Barrier: {
+      // Every barrier of a group with mailboxes is one round of empty messages through them.
+      CallPlan p;
+      p.mailboxRound = s.ranks > 1 && s.mailboxBytes >= 0;
+      return p;
+    }
+    default:
+      return CallPlan{};
+  }
 }
 
 namespace {

@@ -9,7 +9,9 @@
 // one host the flat ring (or the direct round) is as short as it gets.
 //
 //   group          message S (bytes)                 plan (TORCH_RING_ALGO=auto)
-//   one host       any                               flat ring (or direct, TORCH_RING_DIRECT_BYTES)
+//   one host       S * (n-1) <= TORCH_RING_DIRECT_BYTES  a direct round (through the mailboxes
+//                  and S <= the slot                 when S <= TORCH_RING_LL_BYTES)
+//   one host       larger                            flat ring
 //   H >= 2 hosts   S * (H-1) <= TORCH_RING_DIRECT_BYTES  two levels, a direct round between hosts
 //   H >= 2 hosts   S <= TORCH_RING_RD_BYTES            two levels, rounds of up to
 //                                                    k = 1 + TORCH_RING_DIRECT_BYTES / S hosts
@@ -25,20 +27,10 @@
 //                                                    rounds or the direct round through one
 //                                                    rank per host (ring_costs.h)
 //
-// The rounds' bound k keeps what one round sends, S * (k-1), within the direct round's budget:
-// the direct round is the one round of H, so the table's rows meet where the budget says. With
-// 10 GbE's 25 us and 1.25 GB/s a round of r hosts costs 25 us + (r-1) * S / 1.25 GB/s, so at
-// 4 KiB between 128 hosts two rounds (16 and 8) take about 0.12 ms where seven rounds of two
-// take 0.20 ms and the direct round 0.44 ms.
-//
-// ("hosts" are the groups of ranks that share memory: with TORCH_RING_TRANSPORT=tcp every rank
-// is a host of its own, so two levels with one rank per host is recursive doubling among all
-// ranks, or exactly the flat ring.) The RD threshold: with alpha 25 us and 1.25 GB/s per TCP
-// hop (10 GbE), recursive doubling between 4 hosts is ahead while each rank's part is under
-// 8 alpha beta = 250 KB, between 2 hosts always, and the threshold applies to the whole buffer,
-// so parts are smaller still. The direct round takes one network latency instead of log2 H but
-// sends H-1 parts at once: the same byte budget as the direct round inside a host, so a few
-// hosts get it up to tens of KiB and 128 hosts only below 516 bytes.
+// The rounds' bound k keeps what one round sends, S * (k-1), within the direct round's budget,
+// so the table's rows meet where the budget says. ("hosts" are the groups of ranks that share
+// memory: with TORCH_RING_TRANSPORT=tcp every rank is a host of its own.) The thresholds'
+// arithmetic, with figures for 10 GbE: docs/plan_choice.md.
 //
 // Every rank must choose alike, so the choice is a pure function of values that are the same on
 // every rank (the layout from the host identities, the fingerprint's count) and of the knobs,
@@ -65,6 +57,13 @@ const char* algoKnobName(AlgoKnob k);
 
 struct PlanSettings {
   AlgoKnob algo = AlgoKnob::Auto;
+  // The group: its ranks, and whether every rank shares memory with every other (only there
+  // is there a direct round inside one host, and mailboxes).
+  int ranks = 1;
+  bool oneSharedMemory = false;
+  // Largest message of a mailbox round (the mailbox's capacity: TORCH_RING_LL_BYTES); -1: the
+  // group has no mailboxes.
+  int64_t mailboxBytes = -1;
   int64_t rdBytes = 256 * 1024;
   int64_t directBytes = 64 * 1024;
   // What auto prices the flat ring and two levels with, for messages past the rounds.
@@ -82,17 +81,64 @@ void checkPlanSettings(const PlanSettings& s);
 // or a bandwidth that is not positive.
 LinkCost parseLinkCost(const std::string& text, const char* knob, LinkCost fallback);
 
-// The plan of an all_reduce and, for rounds between hosts (HierRd, HierRadix), the rounds.
-struct AllReduceChoice {
+// The plan of one call: the algorithm its messages carry in their fingerprint, whether it is one
+// round through the mailboxes (transport/link.h, Mailbox: the protocol of a direct round's or a
+// barrier's small messages), and for rounds between hosts (HierRd, HierRadix) the rounds.
+struct CallPlan {
   Algorithm algorithm = Algorithm::Ring;
+  bool mailboxRound = false;
   RadixSchedule rounds;  // HierRd: rounds of 2; HierRadix: of up to 1 + directBytes / bytes
 };
 
-// The plan of an all_reduce of `bytes` over `layout` (Algorithm::Ring, HierRing, HierRd,
-// HierRadix or HierDirect; the direct round inside one host is decided before). The rounds are
-// searched once per call, here.
-AllReduceChoice chooseAllReducePlan(const PlanSettings& s, const HostLayout& layout,
-                                    int64_t bytes);
+// The direct round inside one host: a message of `bytes` to each of the n-1 others, in one
+// slot. Why the budget counts n-1 messages: a direct round sends the message to every other
+// rank, where a ring passes about one message's worth per rank whatever n is, so the direct
+// round's lead shrinks as n grows (docs/plan_choice.md has the measurements).
+inline bool directInsideOneHost(const PlanSettings& s, int64_t bytes) {
+  return s.oneSharedMemory && s.ranks > 1 && s.directBytes > 0 && bytes <= s.slotBytes &&
+         bytes * (s.ranks - 1) <= s.directBytes;
+}
+
+// chooseCallPlan past the direct round inside one host.
+CallPlan choosePlanPastDirect(const PlanSettings& s, const HostLayout& layout, Collective k,
+                              int64_t bytes);
+
+// The one choice of a call's plan, from the group's settings and layout and the call:
+// all_reduce (`bytes`: the whole buffer), all_gather and reduce_scatter (one rank's part),
+// broadcast and barrier (`bytes` unused). Every other collective has one plan (Ring). Inline:
+// a small call asks it once or twice, and its common answer (the direct round) is a few
+// comparisons.
+inline CallPlan chooseCallPlan(const PlanSettings& s, const HostLayout& layout, Collective k,
+                               int64_t bytes) {
+  if ((k == Collective::AllReduce || k == Collective::AllGather) &&
+      directInsideOneHost(s, bytes)) {
+    CallPlan p;
+    p.algorithm = Algorithm::Direct;
+    p.mailboxRound = bytes <= s.mailboxBytes;
+    return p;
+  }
+  return choosePlanPastDirect(s, layout, k, bytes);
+}
+
+// What the flight recorder lists as a call's plan: "direct/mailbox", "direct", "ring",
+// "hier_ring", "hier_rd", "hier_radix", "hier_direct", "mailbox" (a barrier's round).
+inline const char* callPlanName(Collective k, const CallPlan& p) {
+  if (p.mailboxRound) return k == Collective::Barrier ? "mailbox" : "direct/mailbox";
+  switch (p.algorithm) {
+    case Algorithm::Ring: return "ring";
+    case Algorithm::Direct: return "direct";
+    case Algorithm::HierRing: return "hier_ring";
+    case Algorithm::HierRd: return "hier_rd";
+    case Algorithm::HierDirect: return "hier_direct";
+    case Algorithm::HierRadix: return "hier_radix";
+  }
+  return "?";
+}
+
+// The plan of an all_reduce of `bytes` over `layout` past the direct round inside one host
+// (Algorithm::Ring, HierRing, HierRd, HierRadix or HierDirect). The rounds are searched once
+// per call, here.
+CallPlan chooseAllReducePlan(const PlanSettings& s, const HostLayout& layout, int64_t bytes);
 inline Algorithm chooseAllReduce(const PlanSettings& s, const HostLayout& layout, int64_t bytes) {
   return chooseAllReducePlan(s, layout, bytes).algorithm;
 }

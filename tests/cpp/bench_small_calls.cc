@@ -14,7 +14,7 @@
 //
 // --post-first compares two orders on the mailbox group instead: "asked" announces the call,
 // waits for the peers' announcements, then runs it (post and read); "posted" announces it,
-// posts its message (CallInfo::postOnly), waits for the announcements, then runs the rest, as
+// posts its message (Communicator::postAllReduce, postBarrier), waits for the announcements, then runs the rest, as
 // the backend does for a small all_reduce or barrier (backend/work_queue.h).
 #include <sys/wait.h>
 #include <unistd.h>
@@ -106,10 +106,9 @@ int main(int argc, char** argv) {
         // look for every peer's announcement (the backend hands the call to its worker thread
         // when that takes too long; here it runs on regardless).
         c.announceIssued(info.seq + 1);
-        if (postAhead) {
-          CallInfo postOnly = info;
-          postOnly.postOnly = true;
-          call(c, bytes, postOnly);
+        if (postAhead && bytes == 0) (void)c.postBarrier(info);
+        if (postAhead && bytes > 0) {
+          (void)c.postAllReduce(data.data(), bytes / 4, DType::Float32, RedOp::Sum, 1.0, info);
         }
         (void)c.allIssued(info.seq + 1, std::chrono::microseconds(500));
         call(c, bytes, info);

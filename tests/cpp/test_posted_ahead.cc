@@ -1,4 +1,5 @@
-// A call's mailbox message posted ahead of the call (CallInfo::postOnly), as the backend does
+// A call's mailbox message posted ahead of the call (Communicator::postAllReduce, postAllGather,
+// postBarrier), as the backend does
 // before it asks whether every peer has issued a small all_reduce or barrier
 // (backend/work_queue.h). Ranks as threads over shared memory, checked against what the
 // collectives promise whoever posts ahead: the definitions of all_reduce (SUM, AVG with
@@ -39,11 +40,9 @@ CommOptions postAheadOptions(int n) {
 // What the backend does for a call it may run on the caller's thread: announce it, post it
 // ahead, ask (the answer only decides which thread runs the rest; here it runs on regardless).
 void announceAndPostAhead(Communicator& comm, const CallInfo& c,
-                          const std::function<void(const CallInfo&)>& run) {
+                          const std::function<void(const CallInfo&)>& post) {
   comm.announceIssued(c.seq + 1);
-  CallInfo postOnly = c;
-  postOnly.postOnly = true;
-  run(postOnly);
+  post(c);
   (void)comm.allIssued(c.seq + 1, std::chrono::microseconds(200));
 }
 
@@ -77,8 +76,11 @@ TEST(PostedAhead, AllReduceMatchesItsDefinitionWhoeverPostsAhead) {
               const auto run = [&](const CallInfo& ci) {
                 comm.allReduce(data.data(), count, k.t, k.op, k.factor, ci);
               };
+              const auto post = [&](const CallInfo& ci) {
+                comm.postAllReduce(data.data(), count, k.t, k.op, k.factor, ci);
+              };
               // Ranks differ in which calls they post ahead, and drift apart now and then.
-              if ((c + comm.rank()) % 3 != 0) announceAndPostAhead(comm, info, run);
+              if ((c + comm.rank()) % 3 != 0) announceAndPostAhead(comm, info, post);
               if (rng() % 8 == 0) {
                 std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
               }
@@ -137,7 +139,10 @@ TEST(PostedAhead, AllGatherMatchesItsDefinitionWhoeverPostsAhead) {
             const auto run = [&](const CallInfo& ci) {
               comm.allGather(in, out.data(), count, DType::Float32, ci);
             };
-            if ((c + me) % 3 != 0) announceAndPostAhead(comm, info, run);
+            const auto post = [&](const CallInfo& ci) {
+              comm.postAllGather(in, count, DType::Float32, ci);
+            };
+            if ((c + me) % 3 != 0) announceAndPostAhead(comm, info, post);
             run(info);
             for (int r = 0; r < n; ++r) {
               for (int64_t i = 0; i < count; ++i) {
@@ -164,9 +169,10 @@ TEST(PostedAhead, BarrierWaitsForEveryRank) {
           for (int round = 0; round < 6; ++round) {
             const CallInfo info = call(static_cast<uint64_t>(2 * round));
             const auto run = [&](const CallInfo& ci) { comm.barrier(ci); };
+            const auto post = [&](const CallInfo& ci) { comm.postBarrier(ci); };
             std::this_thread::sleep_for(std::chrono::milliseconds(3 * comm.rank()));
             entered.fetch_add(1);
-            if ((round + comm.rank()) % 2 == 0) announceAndPostAhead(comm, info, run);
+            if ((round + comm.rank()) % 2 == 0) announceAndPostAhead(comm, info, post);
             run(info);
             ASSERT_GE(entered.load(), n * (round + 1)) << "round " << round;
             comm.barrier(call(static_cast<uint64_t>(2 * round + 1)));  // all have checked
@@ -187,19 +193,17 @@ TEST(PostedAhead, AskingLooksAtThePeersPostsThenAtTheirAnnouncements) {
       [&](Communicator& comm) {
         std::vector<float> data(8, static_cast<float>(comm.rank() + 1));
         const CallInfo info = call(0);
-        CallInfo postOnly = info;
-        postOnly.postOnly = true;
         if (comm.rank() == 1) {
           while (stage.load() < 1) std::this_thread::yield();
           comm.announceIssued(1);  // issued, not posted
           stage.store(2);
           while (stage.load() < 3) std::this_thread::yield();
-          comm.allReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, postOnly);
+          comm.postAllReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, info);
           stage.store(4);
           comm.allReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, info);
         } else {
           comm.announceIssued(1);
-          comm.allReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, postOnly);
+          comm.postAllReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, info);
           const auto start = Clock::now();
           EXPECT_FALSE(comm.allIssued(1, std::chrono::milliseconds(20)));
           EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(20));
@@ -232,11 +236,10 @@ TEST(PostedAhead, RanksThatDisagreeStillFailWithAMismatchOnEveryRank) {
             const CallInfo info = call(0, std::chrono::seconds(8));
             if (comm.rank() != oddRank || odd == OtherCount) {
               const int64_t count = comm.rank() == oddRank ? 11 : 10;
-              const auto run = [&](const CallInfo& ci) {
-                comm.allReduce(data.data(), count, DType::Float32, RedOp::Sum, 1.0, ci);
-              };
-              announceAndPostAhead(comm, info, run);
-              run(info);
+              announceAndPostAhead(comm, info, [&](const CallInfo& ci) {
+                comm.postAllReduce(data.data(), count, DType::Float32, RedOp::Sum, 1.0, ci);
+              });
+              comm.allReduce(data.data(), count, DType::Float32, RedOp::Sum, 1.0, info);
             } else if (odd == Broadcast) {
               comm.broadcast(data.data(), 10, DType::Float32, 0, info);
             } else {
@@ -267,10 +270,8 @@ TEST(PostedAhead, NothingIsPostedIntoABrokenGroup) {
       [&](Communicator& comm) {
         std::vector<float> data(8, 1.0f);
         const CallInfo info = call(0, std::chrono::seconds(5));
-        CallInfo postOnly = info;
-        postOnly.postOnly = true;
         if (comm.rank() == 0) {
-          comm.allReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, postOnly);
+          comm.postAllReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, info);
           stage.store(1);
           comm.allReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, info);
           return;
@@ -279,7 +280,7 @@ TEST(PostedAhead, NothingIsPostedIntoABrokenGroup) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));  // rank 0 waits in its round
         comm.transport().markBroken("rank 1 failed in an earlier call (the test)");
         EXPECT_THROW(
-            comm.allReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, postOnly),
+            comm.postAllReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, info),
             CommError);
       },
       postAheadOptions(2));
@@ -297,9 +298,7 @@ TEST(PostedAhead, APostForAnotherCallIsNamed) {
       [&](Communicator& comm) {
         if (comm.rank() == 1) return;
         std::vector<float> data(8, 1.0f);
-        CallInfo postOnly = call(0);
-        postOnly.postOnly = true;
-        comm.allReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, postOnly);
+        comm.postAllReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, call(0));
         comm.allReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, call(1));
       },
       postAheadOptions(2));

@@ -1,0 +1,51 @@
+// Every environment variable this project reads, in one table: its name, its default, its
+// range (integers), whether every rank of a group must set it alike, and what it means.
+//
+// Why one table: the knobs are read in several layers (common/env.cc, the CUDA links' geometry,
+// the job secret, the dump signal), and a knob whose default or range lived only at its read
+// site drifted from README's table. The integer knobs are read through the table (readKnob),
+// and tests/python/test_knob_table.py holds README's table and every TORCH_RING_* name in
+// csrc/ against it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace ring {
+
+enum class KnobScope : uint8_t {
+  // Each rank may set its own value (logging, where a rank's small calls run, its CPU).
+  PerRank,
+  // Every rank of a group must set the same value: ranks that differ run different plans or
+  // layouts. Each such knob is compared at set-up (the plan settings, the shared-memory and
+  // CUDA inbox layouts, the job secret) or, on one host, its difference fails the first call
+  // it changes with a collective mismatch naming both plans.
+  EveryRankAlike,
+  // Read when the package is built, not at run time.
+  Build,
+};
+
+struct KnobInfo {
+  const char* name;
+  // The default as README's table writes it ("262144", "auto", "WARN"); "" where unset means
+  // off or none.
+  const char* defaultText;
+  KnobScope scope;
+  // Integer knobs: the default and the accepted range (readKnob); lo > hi for other knobs.
+  int64_t intDefault = 0;
+  int64_t lo = 1;
+  int64_t hi = 0;
+  bool isInteger() const { return lo <= hi; }
+};
+
+// Every knob, in README's order.
+const std::vector<KnobInfo>& knobTable();
+
+// The table's entry of `name` (RING_ASSERT: every name asked for is in the table).
+const KnobInfo& knobInfo(const char* name);
+
+// An integer knob's value: its default when unset or empty, a UsageError naming the variable
+// when it is not an integer in its range (readInt with the table's default and range).
+int64_t readKnob(const char* name);
+
+}  // namespace ring
