@@ -23,6 +23,9 @@ std::string lowered(std::string v) {
   return v;
 }
 
+// A word knob's default, as the knob table (and README) gives it.
+std::string defaultWord(const char* name) { return lowered(knobInfo(name).defaultText); }
+
 int readLevel() {
   const std::string raw = readString("TORCH_RING_DEBUG");
   const std::string v = lowered(raw);
@@ -45,7 +48,7 @@ int readSocketFamily() {
 std::string readTransport() {
   const std::string raw = readString("TORCH_RING_TRANSPORT");
   const std::string v = lowered(raw);
-  if (v.empty()) return "auto";
+  if (v.empty()) return defaultWord("TORCH_RING_TRANSPORT");
   if (v != "auto" && v != "shm" && v != "tcp") {
     throw UsageError(strCat("TORCH_RING_TRANSPORT='", raw, "' must be auto, shm or tcp (any case)"));
   }
@@ -55,7 +58,7 @@ std::string readTransport() {
 std::string readAlgo() {
   const std::string raw = readString("TORCH_RING_ALGO");
   const std::string v = lowered(raw);
-  if (v.empty()) return "auto";
+  if (v.empty()) return defaultWord("TORCH_RING_ALGO");
   if (v != "auto" && v != "ring" && v != "hier_ring" && v != "hier_rd" && v != "hier_radix" &&
       v != "hier_direct") {
     throw UsageError(strCat(
@@ -68,7 +71,7 @@ std::string readAlgo() {
 std::string readCpuIsa() {
   const std::string raw = readString("TORCH_RING_CPU_ISA");
   const std::string v = lowered(raw);
-  if (v.empty()) return "auto";
+  if (v.empty()) return defaultWord("TORCH_RING_CPU_ISA");
   if (v != "auto" && v != "baseline" && v != "avx2") {
     throw UsageError(
         strCat("TORCH_RING_CPU_ISA='", raw, "' must be auto, baseline or avx2 (any case)"));
@@ -79,7 +82,7 @@ std::string readCpuIsa() {
 std::string readCpuBind() {
   const std::string raw = readString("TORCH_RING_CPU_BIND");
   const std::string v = lowered(raw);
-  if (v.empty()) return "none";
+  if (v.empty()) return defaultWord("TORCH_RING_CPU_BIND");
   if (v != "none" && v != "core") {
     throw UsageError(strCat("TORCH_RING_CPU_BIND='", raw, "' must be none or core (any case)"));
   }
