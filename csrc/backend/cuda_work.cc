@@ -42,9 +42,16 @@ CudaRingWork::~CudaRingWork() {
 }
 
 bool CudaRingWork::isCompleted() {
-  c10::cuda::CUDAGuard guard(device_);  // the query is the device's (see streamWait)
-  task_->poll();
-  return task_->finished();
+  {
+    c10::cuda::CUDAGuard guard(device_);  // the query is the device's (see streamWait)
+    task_->poll();
+  }
+  // The Work's own state, not the task's: the task is marked finished under its lock a moment
+  // before its hooks run on the finishing thread (the watchdog's, after it stopped the kernel),
+  // and only the hook sets exception_. Reading the task's flag let a caller see "completed",
+  // call wait() and get no error in that window.
+  std::lock_guard<std::mutex> lock(mutex_);  // c10d::Work's state
+  return completed_;
 }
 
 std::vector<at::Tensor> CudaRingWork::result() { return outputs_; }
@@ -76,10 +83,9 @@ bool CudaRingWork::wait(std::chrono::milliseconds /*timeout*/) {
       }
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);  // c10d::Work's state
-    if (exception_) std::rethrow_exception(exception_);
-  }
+  // The task's error, not the Work's exception_: the finishing thread may not have run the
+  // Work's hook yet (see isCompleted).
+  if (std::exception_ptr error = task_->error()) std::rethrow_exception(toTorchError(error));
   streamWait();
   return true;
 }

@@ -2,7 +2,8 @@
 // semantics (docs/conventions.md section 1):
 //   wait()          makes the caller's current stream wait for the kernel's end event; it does
 //                   not block the CPU (TORCH_RING_CUDA_BLOCKING_WAIT=1: it does, and raises);
-//   isCompleted()   queries the end event;
+//   isCompleted()   queries the end event; true only once the Work itself holds the outcome
+//                   (exception() is set), not merely once the task has it;
 //   getFuture()     a Future created with the device, marked completed (with the outputs) on
 //                   the enqueuing thread while the comm stream is current, so that its
 //                   callbacks and waits are ordered after the kernel on the GPU.

@@ -230,9 +230,15 @@ void RingBackend::finished(c10d::OpType type, uint64_t seq,
 }
 
 void RingBackend::waitForPendingWorks() {
-  // Each bounded by its timeout.
+  // Each bounded by its timeout. torch calls this from destroy_process_group so that pending
+  // completion hooks finish before the interpreter may go: it waits, it does not judge. A
+  // kernel failure has reached its Work (wait, exception) and broken the group, so the next
+  // collective raises; raising here as well would leave a failed group impossible to destroy.
   if (queue_) queue_->waitIdle();
-  waitCudaWork();
+  try {
+    waitCudaWork();
+  } catch (const CommError&) {
+  }
   std::lock_guard<std::mutex> lock(p2pMutex_);
   if (p2p_) p2p_->waitIdle();
 }

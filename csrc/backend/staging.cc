@@ -95,8 +95,10 @@ class StagedWork : public c10d::Work {
       future_->markCompleted(c10::IValue(outputs_));
     }
     // The future first: whoever returns from wait() may read the future's value at once.
-    copies_->finish(torchError);
+    // Then the Work's exception_, before the copies say finished: isCompleted() is theirs, and
+    // a caller who saw it true must find the error in exception().
     finish(torchError);
+    copies_->finish(torchError);
   }
 
   void setSource(int source) { source_.store(source); }

@@ -239,6 +239,63 @@ def rank_completion_hook():
     return {"seen": seen}
 
 
+def rank_completed_failure_raises(timeout_s):
+    """torch's Work contract: a failed collective's wait() raises, and once is_completed() is
+    True, exception() holds the failure. Rank 0's all_reduce, which rank 1 skips, times out; a
+    completion hook that takes its time (a user's may) runs on the thread that learned the
+    outcome, between the kernel's task failing and the Work hearing of it: the window in which
+    a caller must see neither "completed without error" nor a wait() that returns."""
+    rank, world, dev = join(timeout_s=timeout_s)
+    slow_hook = {"on": False, "returned_at": None, "calls": 0}
+
+    def hook(info):
+        slow_hook["calls"] += 1
+        if slow_hook["on"]:
+            time.sleep(3)
+            slow_hook["returned_at"] = time.monotonic()
+
+    dist.group.WORLD._register_on_completion_hook(hook)
+    x = on(dev, _mine(rank, 1 << 12))
+    dist.all_reduce(x)  # the CUDA set-up is collective: before the skip
+    torch.cuda.synchronize()
+    deadline = time.monotonic() + 30
+    while slow_hook["calls"] < 1 and time.monotonic() < deadline:  # the set-up call's hook
+        time.sleep(0.005)
+    result = {"wait_error": None, "raised_before_hook_returned": None,
+              "completed_without_exception": None, "exception": None}
+    if rank == 0:
+        slow_hook["on"] = True
+        work = dist.all_reduce(x, async_op=True)
+        deadline = time.monotonic() + timeout_s + 30
+        raised_at = None
+        # wait() does not block for a kernel (NCCL's semantics): call it until it raises.
+        while result["wait_error"] is None and time.monotonic() < deadline:
+            try:
+                work.wait()
+                time.sleep(0.01)
+            except Exception as e:  # noqa: BLE001
+                raised_at = time.monotonic()
+                result["wait_error"] = f"{type(e).__name__}: {e}"
+        returned = slow_hook["returned_at"]
+        result["raised_before_hook_returned"] = raised_at is not None and (
+            returned is None or raised_at < returned)
+        # At once, most likely while the hook still sleeps.
+        result["completed_without_exception"] = work.is_completed() and work.exception() is None
+        while not work.is_completed() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        exc = work.exception()
+        result["exception"] = None if exc is None else f"{type(exc).__name__}: {exc}"
+    else:
+        time.sleep(timeout_s + 5)
+    # torch waits for the pending completion hooks here; the failure was reported above.
+    try:
+        dist.destroy_process_group()
+        result["destroy_error"] = None
+    except Exception as e:  # noqa: BLE001
+        result["destroy_error"] = f"{type(e).__name__}: {e}"
+    return result
+
+
 def rank_failure_reported(dump_prefix):
     """A kernel collective that fails (the ranks disagree on its size) is reported as any
     failure is: the backend's last error is set, and the flight recorder is dumped by itself

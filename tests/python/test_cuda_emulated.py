@@ -31,8 +31,8 @@ from cuda_device_checks import (  # noqa: E402
     rank_abort_pending, rank_on_the_second_gpu, rank_one_gpu_each, rank_peer_killed,
     rank_shutdown_after_peer_failure, rank_wait_with_another_device_current)
 from cuda_order_checks import (  # noqa: E402
-    rank_async_wait, rank_capture_while_collective_pending, rank_completion_hook,
-    rank_failure_reported, rank_freed_input, rank_later_calls_after_staged,
+    rank_async_wait, rank_capture_while_collective_pending, rank_completed_failure_raises,
+    rank_completion_hook, rank_failure_reported, rank_freed_input, rank_later_calls_after_staged,
     rank_staged_after_kernel, rank_staged_call_under_capture, rank_tensor_outlives_group)
 
 
@@ -125,6 +125,21 @@ def test_a_staged_call_under_capture_is_refused_at_once():
 def test_the_completion_hook_runs_for_kernel_collectives():
     for res in run_on_local_ranks(rank_completion_hook, 2, timeout_s=120):
         assert len(res["seen"]) == 3 and all("ALLREDUCE" in s for s in res["seen"]), res
+
+
+def test_a_kernel_collective_seen_completed_after_a_timeout_raises_at_wait():
+    """A kernel collective that timed out: wait() raises as soon as the failure is known, and
+    is_completed() is never True while exception() is still empty, even while a slow completion
+    hook runs on the watchdog's thread."""
+    r0, r1 = run_on_local_ranks(rank_completed_failure_raises, 2, 2, timeout_s=120)
+    assert r0["wait_error"] and "DistBackendError" in r0["wait_error"], r0
+    assert "timed out" in r0["wait_error"], r0
+    assert r0["raised_before_hook_returned"], r0
+    assert r0["completed_without_exception"] is False, r0
+    assert r0["exception"] and "DistBackendError" in r0["exception"], r0
+    # destroy_process_group waits for the hooks; a failure already reported does not stop it.
+    for r in (r0, r1):
+        assert r["destroy_error"] is None, r
 
 
 def test_a_failed_kernel_collective_sets_the_error_and_dumps_the_flight_recorder(tmp_path):
