@@ -3,12 +3,9 @@
 #include <cstring>
 
 #include "common/errors.h"
+#include "transport/stamped_link.h"
 
 namespace ring {
-
-void fillHeader(MessageHeader* h, int myRank, int64_t step, int64_t bytes, const Fingerprint& fp) {
-  *h = makeHeader(myRank, step, bytes, fp);
-}
 
 // Each step touches each byte at most twice after it arrives: slot -> (reduce with local) ->
 // output and/or the next slot. Reducing straight into the outgoing slot (recvReduceSend)
@@ -16,10 +13,8 @@ void fillHeader(MessageHeader* h, int myRank, int64_t step, int64_t bytes, const
 namespace {
 
 // One rank's part of a ring: `next` and `prev` are null for a ring of one.
-void runSteps(int me, SendLink* next, RecvLink* prev, int prevRank, const std::vector<Step>& steps,
-              const PlanBuffers& io, const Fingerprint& expected, const WaitContext& ctx) {
-  int64_t sent = 0, received = 0;
-
+void runSteps(StampedSender* next, CheckedReceiver* prev, const std::vector<Step>& steps,
+              const PlanBuffers& io, const WaitContext& ctx) {
   for (const Step& s : steps) {
     const int64_t bytes = s.count * static_cast<int64_t>(io.elemSize);
     const char* src = io.input + s.src * static_cast<int64_t>(io.elemSize);
@@ -27,13 +22,9 @@ void runSteps(int me, SendLink* next, RecvLink* prev, int prevRank, const std::v
     RING_ASSERT(bytes <= (next ? next->capacity() : bytes), "slice of ", bytes, " bytes");
 
     InSlot in{nullptr, nullptr};
-    if (primReceives(s.prim)) {
-      in = prev->receive(ctx);
-      // The header is read only after the acquire in receive(): it was written before publish.
-      verifyHeader(*in.header, me, prevRank, received, bytes, expected);
-    }
+    if (primReceives(s.prim)) in.payload = prev->receive(ctx, bytes);
     OutSlot out{nullptr, nullptr};
-    if (primSends(s.prim)) out = next->acquire(ctx);
+    if (primSends(s.prim)) out.payload = next->acquire(ctx);
 
     switch (s.prim) {
       case Prim::Send:
@@ -65,15 +56,21 @@ void runSteps(int me, SendLink* next, RecvLink* prev, int prevRank, const std::v
         if (src != dst && bytes > 0) std::memmove(dst, src, static_cast<size_t>(bytes));
         break;
     }
-    if (out.payload != nullptr) {
-      fillHeader(out.header, me, sent++, bytes, expected);
-      next->publish();
-    }
-    if (in.payload != nullptr) {
-      prev->release();
-      ++received;
-    }
+    if (out.payload != nullptr) next->publish(bytes);
+    if (in.payload != nullptr) prev->release();
   }
+}
+
+// The ring of `n` ranks this rank is in: messages go to `nextRank` and come from `prevRank`.
+void runRingOver(Transport& t, int n, int nextRank, int prevRank, const std::vector<Step>& steps,
+                 const PlanBuffers& io, const Fingerprint& expected, const WaitContext& ctx) {
+  if (n == 1) {
+    runSteps(nullptr, nullptr, steps, io, ctx);
+    return;
+  }
+  StampedSender next(t.sendLink(Channel::Collective, nextRank), t.rank(), expected);
+  CheckedReceiver prev(t.recvLink(Channel::Collective, prevRank), t.rank(), expected);
+  runSteps(&next, &prev, steps, io, ctx);
 }
 
 }  // namespace
@@ -82,9 +79,7 @@ void runRingPlan(Transport& t, const std::vector<Step>& steps, const PlanBuffers
                  const Fingerprint& expected, const WaitContext& ctx) {
   const int me = t.rank();
   const int n = t.size();
-  SendLink* next = n > 1 ? &t.sendLink(Channel::Collective, ringNext(me, n)) : nullptr;
-  RecvLink* prev = n > 1 ? &t.recvLink(Channel::Collective, ringPrev(me, n)) : nullptr;
-  runSteps(me, next, prev, ringPrev(me, n), steps, io, expected, ctx);
+  runRingOver(t, n, ringNext(me, n), ringPrev(me, n), steps, io, expected, ctx);
 }
 
 void runRingPlanAmong(Transport& t, const std::vector<int>& members, int pos,
@@ -93,43 +88,36 @@ void runRingPlanAmong(Transport& t, const std::vector<int>& members, int pos,
   const int n = static_cast<int>(members.size());
   RING_ASSERT(pos >= 0 && pos < n && members[static_cast<size_t>(pos)] == t.rank(), "rank ",
               t.rank(), " at position ", pos, " of a ring of ", n);
-  const int nextRank = members[static_cast<size_t>(ringNext(pos, n))];
-  const int prevRank = members[static_cast<size_t>(ringPrev(pos, n))];
-  SendLink* next = n > 1 ? &t.sendLink(Channel::Collective, nextRank) : nullptr;
-  RecvLink* prev = n > 1 ? &t.recvLink(Channel::Collective, prevRank) : nullptr;
-  runSteps(t.rank(), next, prev, prevRank, steps, io, expected, ctx);
+  runRingOver(t, n, members[static_cast<size_t>(ringNext(pos, n))],
+              members[static_cast<size_t>(ringPrev(pos, n))], steps, io, expected, ctx);
 }
 
 void sendBytes(SendLink& link, int myRank, const void* data, int64_t bytes,
                const Fingerprint& fp, const WaitContext& ctx) {
-  const int64_t cap = link.capacity();
+  StampedSender out(link, myRank, fp);
+  const int64_t cap = out.capacity();
   const char* p = static_cast<const char*>(data);
-  int64_t step = 0;
   int64_t offset = 0;
   do {
     int64_t chunk = bytes - offset < cap ? bytes - offset : cap;
-    OutSlot out = link.acquire(ctx);
-    if (chunk > 0) std::memcpy(out.payload, p + offset, static_cast<size_t>(chunk));
-    fillHeader(out.header, myRank, step++, chunk, fp);
-    link.publish();
+    void* slot = out.acquire(ctx);
+    if (chunk > 0) std::memcpy(slot, p + offset, static_cast<size_t>(chunk));
+    out.publish(chunk);
     offset += chunk;
   } while (offset < bytes);
 }
 
 void recvBytes(RecvLink& link, int myRank, void* data, int64_t bytes, const Fingerprint& expected,
                const WaitContext& ctx) {
+  CheckedReceiver in(link, myRank, expected);
   char* p = static_cast<char*>(data);
-  int64_t step = 0;
   int64_t offset = 0;
   do {
-    InSlot in = link.receive(ctx);
-    int64_t chunk = in.header->payloadBytes;
     // The sender cuts at its own capacity; we only require that the bytes fit what we expect.
-    int64_t expectedChunk = chunk >= 0 && chunk <= bytes - offset ? chunk : bytes - offset;
-    verifyHeader(*in.header, myRank, link.peer(), step, expectedChunk, expected);
-    if (chunk > 0) std::memcpy(p + offset, in.payload, static_cast<size_t>(chunk));
-    link.release();
-    ++step;
+    int64_t chunk = 0;
+    const void* payload = in.receiveAtMost(ctx, bytes - offset, &chunk);
+    if (chunk > 0) std::memcpy(p + offset, payload, static_cast<size_t>(chunk));
+    in.release();
     offset += chunk;
     if (chunk == 0) break;  // an empty message ends a transfer (only sent for 0 bytes)
   } while (offset < bytes);

@@ -20,10 +20,6 @@ struct PlanBuffers {
   int64_t divisor;
 };
 
-// Stamps a message's header: sent by `myRank`, message `step` of the collective on this link,
-// `bytes` of payload, for the collective `fp`.
-void fillHeader(MessageHeader* h, int myRank, int64_t step, int64_t bytes, const Fingerprint& fp);
-
 // Executes `steps` for this rank, receiving from ringPrev and sending to ringNext on the
 // collective channel. Every received header is checked against `expected`.
 void runRingPlan(Transport& t, const std::vector<Step>& steps, const PlanBuffers& io,

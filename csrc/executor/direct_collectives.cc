@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/errors.h"
+#include "transport/stamped_link.h"
 
 namespace ring {
 
@@ -20,15 +21,15 @@ void sendEachItsBlock(Transport& t, const DirectMembers& m, const char* blocks,
   const int me = t.rank();
   for (int k = 1; k < m.size; ++k) {
     const int to = (m.pos + k) % m.size;
-    SendLink& link = t.sendLink(Channel::Collective, m.rankAt(to));
+    // Message `step` on this link: the slices are numbered by the round, one message each.
+    StampedSender link(t.sendLink(Channel::Collective, m.rankAt(to)), me, fp, step);
     // One slot per message: the receivers take exactly one (receiveFrom).
     RING_ASSERT(bytes <= link.capacity(), "a direct message of ", bytes, " bytes");
-    OutSlot out = link.acquire(ctx);
+    void* slot = link.acquire(ctx);
     if (bytes > 0) {
-      std::memcpy(out.payload, blocks + to * blockBytes + offset, static_cast<size_t>(bytes));
+      std::memcpy(slot, blocks + to * blockBytes + offset, static_cast<size_t>(bytes));
     }
-    fillHeader(out.header, me, step, bytes, fp);
-    link.publish();
+    link.publish(bytes);
   }
 }
 
@@ -38,13 +39,12 @@ void sendToAll(Transport& t, const DirectMembers& m, const void* data, int64_t b
   sendEachItsBlock(t, m, static_cast<const char*>(data), 0, 0, bytes, step, fp, ctx);
 }
 
-// The head slot of the link from `peer`, checked: message `step` of this collective.
-InSlot receiveFrom(Transport& t, int peer, int64_t bytes, int64_t step, const Fingerprint& fp,
-                   const WaitContext& ctx) {
-  InSlot in = t.recvLink(Channel::Collective, peer).receive(ctx);
-  // Read after the acquire inside receive(): the sender wrote it before its publish.
-  verifyHeader(*in.header, t.rank(), peer, step, bytes, fp);
-  return in;
+// The payload of the head slot of the link from `peer`, checked: message `step` of this
+// collective, `bytes` long. Released by the caller once read.
+const void* receiveFrom(Transport& t, int peer, int64_t bytes, int64_t step,
+                        const Fingerprint& fp, const WaitContext& ctx) {
+  return CheckedReceiver(t.recvLink(Channel::Collective, peer), t.rank(), fp, step)
+      .receive(ctx, bytes);
 }
 
 }  // namespace
@@ -106,8 +106,7 @@ void reduceOwnBlockAmong(Transport& t, const DirectMembers& m, const char* block
     sendEachItsBlock(t, m, blocks, blockBytes, done * es, bytes, slice, fp, ctx);
     for (int k = 1; k < n; ++k) {
       const int peer = (m.pos - k + n) % n;
-      part[static_cast<size_t>(peer)] =
-          receiveFrom(t, m.rankAt(peer), bytes, slice, fp, ctx).payload;
+      part[static_cast<size_t>(peer)] = receiveFrom(t, m.rankAt(peer), bytes, slice, fp, ctx);
     }
     combineInPositionOrder(sum + done * es, part, n, m.pos, elems, io, &own);
     for (int k = 1; k < n; ++k) {
@@ -168,9 +167,9 @@ void directAllGatherAmong(Transport& t, const DirectMembers& m, const void* inpu
     sendToAll(t, m, out + m.pos * blockBytes + done * es, bytes, slice, fp, ctx);
     for (int k = 1; k < n; ++k) {
       const int peer = (m.pos - k + n) % n;
-      InSlot got = receiveFrom(t, m.rankAt(peer), bytes, slice, fp, ctx);
+      const void* got = receiveFrom(t, m.rankAt(peer), bytes, slice, fp, ctx);
       if (bytes > 0) {
-        std::memcpy(out + peer * blockBytes + done * es, got.payload, static_cast<size_t>(bytes));
+        std::memcpy(out + peer * blockBytes + done * es, got, static_cast<size_t>(bytes));
       }
       t.recvLink(Channel::Collective, m.rankAt(peer)).release();
     }

@@ -13,6 +13,7 @@
 #include "executor/hier_gather_scatter.h"
 #include "executor/mailbox_collectives.h"
 #include "schedule/ring_plan.h"
+#include "transport/stamped_link.h"
 
 namespace ring {
 
@@ -134,32 +135,29 @@ void Communicator::allToAll(const void* input, void* output,
     for (int k = 1; k < size_; ++k) {
       const int to = (rank_ + k) % size_;
       const int from = (rank_ - k + size_) % size_;
-      SendLink& sl = transport_->sendLink(Channel::Collective, to);
-      RecvLink& rl = transport_->recvLink(Channel::Collective, from);
       // Per-pair fingerprints carry the element count of that pair, so that uneven splits
       // that the two sides disagree on are caught.
       Fingerprint sfp = fp, rfp = fp;
       sfp.count = sendCounts[to] / esize;
       rfp.count = recvCounts[from] / esize;
+      StampedSender sl(transport_->sendLink(Channel::Collective, to), rank_, sfp);
+      CheckedReceiver rl(transport_->recvLink(Channel::Collective, from), rank_, rfp);
       const int64_t cap = sl.capacity();
-      int64_t sent = 0, got = 0, sendStep = 0, recvStep = 0;
+      int64_t sent = 0, got = 0;
       bool sendDone = false, recvDone = false;
       while (!sendDone || !recvDone) {
         if (!sendDone) {
           int64_t chunk = std::min(cap, sendCounts[to] - sent);
-          OutSlot o = sl.acquire(ctx);
-          if (chunk > 0) std::memcpy(o.payload, in + sendOffsets[to] + sent, chunk);
-          fillHeader(o.header, rank_, sendStep++, chunk, sfp);
-          sl.publish();
+          void* slot = sl.acquire(ctx);
+          if (chunk > 0) std::memcpy(slot, in + sendOffsets[to] + sent, chunk);
+          sl.publish(chunk);
           sent += chunk;
           sendDone = sent >= sendCounts[to];
         }
         if (!recvDone) {
-          InSlot i = rl.receive(ctx);
-          int64_t left = recvCounts[from] - got;
-          int64_t chunk = std::min(cap, left);
-          verifyHeader(*i.header, rank_, from, recvStep++, chunk, rfp);
-          if (chunk > 0) std::memcpy(out + recvOffsets[from] + got, i.payload, chunk);
+          int64_t chunk = std::min(cap, recvCounts[from] - got);
+          const void* payload = rl.receive(ctx, chunk);
+          if (chunk > 0) std::memcpy(out + recvOffsets[from] + got, payload, chunk);
           rl.release();
           got += chunk;
           recvDone = got >= recvCounts[from];

@@ -4,6 +4,7 @@
 
 #include "common/errors.h"
 #include "executor/direct_collectives.h"
+#include "transport/stamped_link.h"
 
 namespace ring {
 
@@ -27,15 +28,13 @@ void receiveAndCombine(const Peer& lower, int me, char* data, int64_t count,
   const int64_t es = static_cast<int64_t>(io.elemSize);
   // sendBytes cuts at the link's capacity, which both ends of a link share.
   const int64_t sliceElems = lower.send->capacity() / es;
-  int64_t step = 0;
+  CheckedReceiver in(*lower.recv, me, fp);
   int64_t done = 0;
   do {
     const int64_t n = std::min(count - done, sliceElems);
-    InSlot in = lower.recv->receive(ctx);
-    verifyHeader(*in.header, me, lower.rank, step, n * es, fp);
-    io.combine(data + done * es, in.payload, data + done * es, n);
-    lower.recv->release();
-    ++step;
+    const void* payload = in.receive(ctx, n * es);
+    io.combine(data + done * es, payload, data + done * es, n);
+    in.release();
     done += n;
   } while (done < count);
 }

@@ -5,6 +5,8 @@
 //
 // Protocol of a link, for the sender:   acquire -> fill header + payload -> publish
 //                     for the receiver: receive -> read header + payload -> release
+// The collectives do not fill or read headers themselves: they go through stamped_link.h,
+// which numbers, stamps and checks every message of a collective.
 // Messages on a link are delivered in order; a slot's payload is at most capacity() bytes.
 #pragma once
 

@@ -32,6 +32,22 @@ MUTANTS = [
            "h.step = step;", "h.step = step + 1;", "cpp", "*CommunicatorInWorld.*",
            quick=True, why="headers carry the wrong message index",
            binaries=("ring_unit_tests", "ring_tcp_tests")),
+    # The stamped link (transport/stamped_link.h): every host algorithm numbers and checks its
+    # messages there.
+    Mutant("stamped_link_step_not_counted", "csrc/transport/stamped_link.h",
+           "    *slot_.header = makeHeader(me_, step_++, bytes, fp_);",
+           "    *slot_.header = makeHeader(me_, step_, bytes, fp_);", "cpp",
+           "*CommunicatorInWorld.*", quick=True,
+           why="every message of a collective on a link carries number 0: the receiver's count "
+               "disagrees from the second",
+           binaries=("ring_unit_tests",)),
+    Mutant("checked_link_trusts_the_fingerprint", "csrc/transport/stamped_link.h",
+           "    verifyHeader(*in.header, me_, peer_, step_++, bytes, fp_);",
+           "    verifyHeader(*in.header, me_, peer_, step_++, bytes, in.header->fingerprint);",
+           "cpp", "Communicator.SizeMismatch*:TwoLevelPlans.ABroadcastWithAnotherRoot*",
+           why="a receiver takes whatever collective its peer ran: ranks that disagree read "
+               "garbage or hang instead of failing with a mismatch",
+           binaries=("ring_unit_tests", "ring_tcp_tests")),
     Mutant("tag_ignored", "csrc/executor/p2p_receiver.cc",
            "  return r.tag == tag && (r.peer < 0 || r.peer == src);",
            "  return r.peer < 0 || r.peer == src;", "cpp",

@@ -1,0 +1,85 @@
+// One collective's messages on one link, with their headers: what every algorithm of the host
+// path sends and receives through.
+//
+// Why here and not at each call site: every message of a collective carries who sent it, its
+// number among that collective's messages on this link, its size and the collective's
+// fingerprint, and the receiver checks all four (protocol/message_header.h). When each
+// algorithm stamped and checked headers itself, each kept its own step counter, and a plan
+// that forgot a check or counted differently agreed with itself. Here the counters live with
+// the link, so the ring steps, the direct round, the two-level plans, all_to_all and the
+// recursive rounds all number and check messages the same way.
+//
+//   sender:   acquire -> fill payload -> publish(bytes)      (stamps message `step`, then ++)
+//   receiver: receive(bytes) -> read payload -> release      (checks message `step`, then ++)
+#pragma once
+
+#include <cstdint>
+
+#include "protocol/message_header.h"
+#include "transport/link.h"
+
+namespace ring {
+
+class StampedSender {
+ public:
+  // `firstStep`: the number of this collective's first message on the link (0 unless the
+  // collective numbers its rounds itself, as the direct round does).
+  StampedSender(SendLink& link, int me, const Fingerprint& fp, int64_t firstStep = 0)
+      : link_(link), me_(me), step_(firstStep), fp_(fp) {}
+
+  int64_t capacity() const { return link_.capacity(); }
+  // Waits (bounded by ctx) for a free slot; its payload is the caller's to fill.
+  void* acquire(const WaitContext& ctx) {
+    slot_ = link_.acquire(ctx);
+    return slot_.payload;
+  }
+  // Stamps the acquired slot as the next message, `bytes` long, and hands it to the receiver.
+  void publish(int64_t bytes) {
+    *slot_.header = makeHeader(me_, step_++, bytes, fp_);
+    link_.publish();
+  }
+
+ private:
+  SendLink& link_;
+  const int me_;
+  int64_t step_;
+  const Fingerprint fp_;
+  OutSlot slot_{nullptr, nullptr};
+};
+
+class CheckedReceiver {
+ public:
+  CheckedReceiver(RecvLink& link, int me, const Fingerprint& fp, int64_t firstStep = 0)
+      : link_(link), me_(me), peer_(link.peer()), step_(firstStep), fp_(fp) {}
+
+  // Waits (bounded by ctx) for the next message and checks its header: the link's peer sent
+  // it, it is message `step` of this collective, `bytes` long. Throws CommError naming both
+  // sides on any difference. The header is read after the acquire inside receive(): the
+  // sender wrote it before its publish.
+  const void* receive(const WaitContext& ctx, int64_t bytes) {
+    const InSlot in = link_.receive(ctx);
+    verifyHeader(*in.header, me_, peer_, step_++, bytes, fp_);
+    return in.payload;
+  }
+  // The same for a message of at most `bytes`, cut where its sender chose (its own capacity):
+  // returns the payload and sets *got to its size. An empty message ends a transfer.
+  const void* receiveAtMost(const WaitContext& ctx, int64_t bytes, int64_t* got) {
+    const InSlot in = link_.receive(ctx);
+    const int64_t sent = in.header->payloadBytes;
+    // Checked as `sent` only when it fits; otherwise as `bytes`, so the error says so.
+    verifyHeader(*in.header, me_, peer_, step_++, sent >= 0 && sent <= bytes ? sent : bytes, fp_);
+    *got = sent;
+    return in.payload;
+  }
+  // Hands the message received last back to the sender.
+  void release() { link_.release(); }
+
+ private:
+  RecvLink& link_;
+  const int me_;
+  const int peer_;
+  int64_t step_;
+  const Fingerprint fp_;
+};
+
+}  // namespace ring
