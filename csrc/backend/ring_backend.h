@@ -20,6 +20,7 @@
 #include <mutex>
 
 #include "backend/coalescing.h"
+#include "backend/completion_hooks.h"
 #include "backend/host_call.h"
 #include "backend/ring_options.h"
 #include "backend/ring_work.h"
@@ -176,8 +177,9 @@ class RingBackend : public c10d::Backend {
   std::atomic<int> lastError_{0};  // c10d::ErrorType
   std::atomic<int> shrinks_{0};
   std::mutex hookMutex_;
-  // Set once a completion hook is registered (never unset): finished() runs after every call and
-  // takes hookMutex_ only when there is a hook to copy.
+  // The registered completion hook's thread; set once (never unset) under hookMutex_, then
+  // published by hasHook_: finished() runs after every call and looks no further without one.
+  std::unique_ptr<CompletionHooks> hooks_;
   std::atomic<bool> hasHook_{false};
   // Released by shutdown() (guarded by commMutex_ from then on: abort() may race with it).
   mutable std::mutex commMutex_;

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "backend/completion_hooks.h"
 #include "backend/fr_dump.h"
 #include "backend/fr_dump_signal.h"
 #include "backend/tensor_checks.h"
@@ -198,9 +199,16 @@ c10::intrusive_ptr<c10d::Backend::Options> RingBackend::getBackendOptions() { re
 void RingBackend::registerOnCompletionHook(
     std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) {
   std::lock_guard<std::mutex> lock(hookMutex_);
-  TORCH_CHECK(!onCompletionHook_, "ring: rank ", rank_, ": a completion hook is already registered "
+  TORCH_CHECK(!hooks_, "ring: rank ", rank_, ": a completion hook is already registered "
               "on group '", groupName_, "' (one per group, as in ProcessGroupNCCL)");
-  onCompletionHook_ = std::move(hook);
+  // One hook, two holders, no copy of it (a Python hook's copy would touch its reference count
+  // without the GIL): c10d::Backend's own member, which its hasHooks() reads (torch's
+  // destroy_process_group waits for pending works only if it says yes), and our thread.
+  auto shared = std::make_shared<std::function<void(std::shared_ptr<c10d::WorkInfo>)>>(
+      std::move(hook));
+  auto call = [shared](std::shared_ptr<c10d::WorkInfo> info) { (*shared)(std::move(info)); };
+  onCompletionHook_ = call;
+  hooks_ = std::make_unique<CompletionHooks>(call, rank_, groupName_);
   hasHook_.store(true, std::memory_order_release);
 }
 
@@ -213,20 +221,10 @@ void RingBackend::finished(c10d::OpType type, uint64_t seq,
     const std::vector<int64_t> ranks = globalRanks();
     dumpAfterFailureOnce(static_cast<int>(ranks[static_cast<size_t>(rank_)]));
   }
+  // Never the hook itself here: this is the thread that ran the call (or the CUDA watchdog).
   if (!hasHook_.load(std::memory_order_acquire)) return;
-  std::function<void(std::shared_ptr<c10d::WorkInfo>)> hook;
-  {
-    std::lock_guard<std::mutex> lock(hookMutex_);
-    hook = onCompletionHook_;
-  }
-  if (!hook) return;
-  try {
-    hook(std::make_shared<c10d::WorkInfo>(type, seq, start, end,
-                                          std::chrono::duration<float>(end - start)));
-  } catch (const std::exception& e) {
-    // A user's hook must not take the worker down; say so instead.
-    RING_LOG(kLogWarn, "the completion hook raised: ", e.what());
-  }
+  hooks_->post(std::make_shared<c10d::WorkInfo>(type, seq, start, end,
+                                                std::chrono::duration<float>(end - start)));
 }
 
 void RingBackend::waitForPendingWorks() {
@@ -239,8 +237,12 @@ void RingBackend::waitForPendingWorks() {
     waitCudaWork();
   } catch (const CommError&) {
   }
-  std::lock_guard<std::mutex> lock(p2pMutex_);
-  if (p2p_) p2p_->waitIdle();
+  {
+    std::lock_guard<std::mutex> lock(p2pMutex_);
+    if (p2p_) p2p_->waitIdle();
+  }
+  // Last: every call above has posted its hook call by now.
+  if (hasHook_.load(std::memory_order_acquire)) hooks_->waitIdle();
 }
 
 void RingBackend::eagerConnectSingleDevice(at::Device device) {

@@ -48,6 +48,18 @@ MUTANTS = [
            why="a receiver takes whatever collective its peer ran: ranks that disagree read "
                "garbage or hang instead of failing with a mismatch",
            binaries=("ring_unit_tests", "ring_tcp_tests")),
+    # The completion hook's own thread (backend/completion_hooks.cc).
+    Mutant("completion_hook_run_by_the_caller", "csrc/backend/completion_hooks.cc",
+           "    state_->pending.push_back(std::move(info));",
+           "    state_->hook(info);\n    return;", "py",
+           "tests/python/test_backend_api.py -x -q -k slow_completion_hook",
+           why="a slow hook runs on the thread that ran the call: the group's next calls (and "
+               "the CUDA watchdog's timeouts) wait for the user's code"),
+    Mutant("pending_works_not_waiting_for_hooks", "csrc/backend/completion_hooks.cc",
+           "  state_->changed.wait(lock, [&] { return state_->pending.empty() && !state_->running; });",
+           "", "py", "tests/python/test_backend_api.py -x -q -k slow_completion_hook",
+           why="destroy_process_group returns while hook calls are pending: they run after the "
+               "interpreter may be gone"),
     Mutant("tag_ignored", "csrc/executor/p2p_receiver.cc",
            "  return r.tag == tag && (r.peer < 0 || r.peer == src);",
            "  return r.peer < 0 || r.peer == src;", "cpp",

@@ -57,21 +57,10 @@ CUDA_MUTANTS = [
     Mutant("cuda_later_calls_not_after_staged", "csrc/backend/ring_backend_cuda.cc",
            "  if (earlier.empty()) return;", "  return;", "emu", f"{_EMU} earlier_staged",
            why="a call reads an earlier staged call's output before its copy back landed"),
-    # What a Work says once its kernel's task has finished (backend/cuda_work.cc): the task is
-    # finished a moment before its hooks tell the Work (a slow completion hook widens that).
-    Mutant("cuda_completed_read_from_the_task", "csrc/backend/cuda_work.cc",
-           "  std::lock_guard<std::mutex> lock(mutex_);  // c10d::Work's state\n  return completed_;",
-           "  return task_->finished();", "emu", f"{_EMU} seen_completed",
-           why="is_completed() says True while exception() is still empty: a caller that polls "
-               "it, then reads exception(), is told nothing failed"),
-    Mutant("cuda_wait_reads_the_works_exception", "csrc/backend/cuda_work.cc",
-           "  if (std::exception_ptr error = task_->error()) std::rethrow_exception(toTorchError(error));",
-           "  { std::lock_guard<std::mutex> lock(mutex_); if (exception_) std::rethrow_exception(exception_); }",
-           "emu", f"{_EMU} seen_completed",
-           why="wait() after the task failed but before its hook ran returns as if it succeeded"),
+    # A failed kernel collective's group must still be destroyable (backend/ring_backend_group.cc).
     Mutant("cuda_destroy_raises_a_reported_failure", "csrc/backend/ring_backend_group.cc",
            "  try {\n    waitCudaWork();\n  } catch (const CommError&) {\n  }",
-           "  waitCudaWork();", "emu", f"{_EMU} seen_completed",
+           "  waitCudaWork();", "emu", f"{_EMU} slow_hook_runs",
            why="destroy_process_group of a group with a completion hook raises the kernel "
                "failure its Work already reported, and the group is never destroyed"),
     # The current device (backend/cuda_work.cc, staging.cc, cuda_collectives.cc).

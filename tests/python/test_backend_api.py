@@ -232,3 +232,44 @@ def test_hooks_options_timeout_and_errors(pools, world):
     # A pool of its own: the timeout breaks this case's group, and the ranks then leave.
     pool = pools.get(world, env={"RING_TEST_POOL": "hooks"})
     assert_reports_pass(pool.run(hooks_options_errors), f"hooks, world {world}")
+
+
+def slow_hook_holds_nothing_up(ctx):
+    """A completion hook that takes its time (1.5 s a call) runs beside the group, as
+    ProcessGroupNCCL runs hooks on a thread of its own: three small calls in a row do not wait
+    for it (run by the hook's caller they would take 3 s at least), and destroy_process_group,
+    which waits for pending works when the group has hooks (torch's Backend.hasHooks), returns
+    only once the hook has seen all three."""
+    import threading
+    import time
+
+    report = Report()
+    group = dist.new_group(list(range(ctx.world)))
+    seen, lock = [], threading.Lock()
+
+    def hook(info):
+        time.sleep(1.5)
+        with lock:
+            seen.append(str(info.op_type))
+
+    group._register_on_completion_hook(hook)
+    start = time.monotonic()
+    for _ in range(3):
+        dist.all_reduce(torch.ones(10), group=group)
+    took = time.monotonic() - start
+    report.check("three calls did not wait for the hook", torch.tensor(took < 1.2),
+                 torch.tensor(True), same_on_all_ranks=False)
+    report.check("torch sees the hook", torch.tensor(group._has_hooks()), torch.tensor(True),
+                 same_on_all_ranks=False)
+    dist.destroy_process_group(group)  # waits for the pending hook calls (torch's comment)
+    with lock:
+        calls = list(seen)
+    report.check("destroy_process_group waited for every hook call",
+                 torch.tensor(calls.count("OpType.ALLREDUCE")), torch.tensor(3),
+                 same_on_all_ranks=False)
+    return report
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_a_slow_completion_hook_holds_up_no_call(pool, world):
+    assert_reports_pass(pool.run(slow_hook_holds_nothing_up), f"slow hook, world {world}")
