@@ -18,7 +18,8 @@ CudaGroupHooks communicatorHooks(Communicator& comm, FlightRecorder& recorder) {
     return id;
   };
   h.recordEnded = [&recorder](uint64_t id, const std::string& error) {
-    recorder.markEnded(id, error);
+    // Every kernel collective runs the ring over the CUDA links (kernels/ring_kernels.cuh).
+    recorder.markEnded(id, error, std::chrono::steady_clock::now(), "cuda_ring");
   };
   return h;
 }

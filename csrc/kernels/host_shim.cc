@@ -2,10 +2,11 @@
 #include "kernels/host_shim.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "common/knob_table.h"
 
 namespace ring {
 namespace hostshim {
@@ -13,12 +14,9 @@ namespace {
 
 thread_local BlockBarrier* tlsBarrier = nullptr;
 
-int threadsFromEnv() {
-  const char* v = std::getenv("TORCH_RING_HOST_BLOCK_THREADS");
-  if (v == nullptr || *v == '\0') return 8;
-  const int n = std::atoi(v);
-  return n >= 1 && n <= 512 ? n : 8;
-}
+// Through the knob table, as every integer knob: a value out of range is an error naming the
+// variable, not a silent 8.
+int threadsFromEnv() { return static_cast<int>(readKnob("TORCH_RING_HOST_BLOCK_THREADS")); }
 
 std::atomic<int>& configuredThreads() {
   static std::atomic<int> threads{threadsFromEnv()};

@@ -125,6 +125,8 @@ def test_a_staged_call_under_capture_is_refused_at_once():
 def test_the_completion_hook_runs_for_kernel_collectives():
     for res in run_on_local_ranks(rank_completion_hook, 2, timeout_s=120):
         assert len(res["seen"]) == 3 and all("ALLREDUCE" in s for s in res["seen"]), res
+        # ... and the flight recorder names their plan, as for every host call.
+        assert res["plans"] == ["cuda_ring"] * 3, res
 
 
 def test_a_kernel_collective_that_times_out_raises_at_wait_while_a_slow_hook_runs():
