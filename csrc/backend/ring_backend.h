@@ -123,6 +123,8 @@ class RingBackend : public c10d::Backend {
   c10d::ErrorType getError() override;
   c10::intrusive_ptr<Options> getBackendOptions() override;
   // Called on the worker (p2p: the engine thread) after each call with its timings.
+  // dist.monitored_barrier: gloo's semantics over the group's store (backend/monitored_barrier.h).
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
   void registerOnCompletionHook(std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) override;
   void enableCollectivesTiming() override {}  // every call is timed anyway
   void waitForPendingWorks() override;
@@ -175,6 +177,7 @@ class RingBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Store> c10dStore_;  // the group's store as torch gave it (shrink)
   c10::intrusive_ptr<RingOptions> options_;
   std::atomic<int> lastError_{0};  // c10d::ErrorType
+  std::atomic<uint64_t> monitoredBarriers_{0};
   std::atomic<int> shrinks_{0};
   std::mutex hookMutex_;
   // The registered completion hook's thread; set once (never unset) under hookMutex_, then

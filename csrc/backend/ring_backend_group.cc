@@ -15,6 +15,7 @@
 
 #include "backend/completion_hooks.h"
 #include "backend/fr_dump.h"
+#include "backend/monitored_barrier.h"
 #include "backend/fr_dump_signal.h"
 #include "backend/tensor_checks.h"
 #include "common/env.h"
@@ -225,6 +226,36 @@ void RingBackend::finished(c10d::OpType type, uint64_t seq,
   if (!hasHook_.load(std::memory_order_acquire)) return;
   hooks_->post(std::make_shared<c10d::WorkInfo>(type, seq, start, end,
                                                 std::chrono::duration<float>(end - start)));
+}
+
+void RingBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+  LogScope logScope(rank_, groupName_);
+  MonitoredBarrierCall c{rank_, size_, groupName_, monitoredBarriers_++,
+                         effectiveTimeout(opts.timeout), waitAllRanks};
+  TORCH_CHECK(c10dStore_, "ring: monitored_barrier on rank ", rank_, " of group '", groupName_,
+              "': the group has been shut down");
+  // Beyond gloo: where the ranks share memory, how far each missing rank had got.
+  auto describeRank = [this](int r) -> std::string {
+    std::lock_guard<std::mutex> lock(commMutex_);
+    uint64_t theirs = 0, mine = 0;
+    if (!comm_ || !comm_->transport().issuedBy(r, &theirs) ||
+        !comm_->transport().issuedBy(rank_, &mine)) {
+      return "";
+    }
+    if (theirs == mine) {
+      return strCat("it had issued the same ", mine, " collective(s) of the group as rank ",
+                    rank_, ": it is not inside one of them");
+    }
+    if (theirs < mine) {
+      return strCat("it had issued ", theirs, " collective(s) of the group, rank ", rank_, " ",
+                    mine, ": it is behind, not yet past collective sequence ", theirs,
+                    " (its flight recorder shows where it waits)");
+    }
+    return strCat("it had issued ", theirs, " collective(s) of the group, rank ", rank_, " ",
+                  mine, ": it is ahead, inside or past a collective rank ", rank_,
+                  " has not issued");
+  };
+  runMonitoredBarrier(*c10dStore_, c, describeRank);
 }
 
 void RingBackend::waitForPendingWorks() {

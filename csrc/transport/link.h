@@ -140,6 +140,13 @@ class Transport {
     (void)count;
     return false;
   }
+  // How many collectives `peer` has issued on the group, into *count; false where announces()
+  // is. What a report of a rank that went missing can say it was last doing.
+  virtual bool issuedBy(int peer, uint64_t* count) const {
+    (void)peer;
+    (void)count;
+    return false;
+  }
   // When each rank issued collective `seq` (ns of one steady clock shared by all the ranks),
   // into (*ns)[rank]. False when that is not known: a rank has not issued it yet, it is older
   // than the transport keeps, or the ranks share no clock (other hosts).

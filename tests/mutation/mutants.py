@@ -60,6 +60,16 @@ MUTANTS = [
            "", "py", "tests/python/test_backend_api.py -x -q -k slow_completion_hook",
            why="destroy_process_group returns while hook calls are pending: they run after the "
                "interpreter may be gone"),
+    # monitored_barrier (backend/monitored_barrier.cc), against gloo's in the same job.
+    Mutant("monitored_barrier_names_only_the_first", "csrc/backend/monitored_barrier.cc",
+           "    if (!c.waitAllRanks) break;", "    break;", "py",
+           "tests/python/test_monitored_barrier.py -x -q",
+           why="wait_all_ranks=True names only the first missing rank, as the default does"),
+    Mutant("monitored_barrier_releases_without_waiting", "csrc/backend/monitored_barrier.cc",
+           "  waitForEveryRank(store, c, describeRank);\n", "", "py",
+           "tests/python/test_monitored_barrier.py -x -q",
+           why="rank 0 releases the others without waiting for them: nobody is told of a "
+               "missing rank"),
     Mutant("tag_ignored", "csrc/executor/p2p_receiver.cc",
            "  return r.tag == tag && (r.peer < 0 || r.peer == src);",
            "  return r.peer < 0 || r.peer == src;", "cpp",

@@ -378,6 +378,12 @@ bool ShmTransport::issueTimes(uint64_t seq, std::vector<int64_t>* ns) const {
   return true;
 }
 
+bool ShmTransport::issuedBy(int peer, uint64_t* count) const {
+  if (!announces() || peer < 0 || peer >= nranks_) return false;
+  *count = header(localIndex_[peer])->issued.load(std::memory_order_acquire);
+  return true;
+}
+
 bool ShmTransport::allIssued(uint64_t count) const {
   for (size_t i = 0; i < local_.size(); ++i) {
     if (header(static_cast<int>(i))->issued.load(std::memory_order_acquire) < count) return false;

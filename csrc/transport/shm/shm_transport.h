@@ -92,6 +92,7 @@ class ShmTransport : public Transport {
   Mailbox* mailbox() override { return mailbox_.get(); }
   // Announcements live in each rank's segment header; every rank of the group must be here.
   bool announces() const override { return onlySharedMemory(); }
+  bool issuedBy(int peer, uint64_t* count) const override;
   void announceIssued(uint64_t count) override;
   bool allIssued(uint64_t count) const override;
   bool issueTimes(uint64_t seq, std::vector<int64_t>* ns) const override;
