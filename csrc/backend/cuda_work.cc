@@ -30,6 +30,7 @@ CudaRingWork::CudaRingWork(c10d::OpType type, std::shared_ptr<CudaTask> task,
   // `this`: the destructor drops the hook before the Work goes.
   task_->onFinish([this](std::exception_ptr error) {
     finish(error ? toTorchError(error) : nullptr);
+    result_.settle(error);
   });
 }
 
@@ -93,6 +94,8 @@ bool CudaRingWork::wait(std::chrono::milliseconds /*timeout*/) {
 void CudaRingWork::synchronize() { streamWait(); }
 
 c10::intrusive_ptr<c10::ivalue::Future> CudaRingWork::getFuture() { return future_; }
+
+c10::intrusive_ptr<c10::ivalue::Future> CudaRingWork::getFutureResult() { return result_.get(); }
 
 uint64_t CudaRingWork::getSequencenumber() const { return task_->seq(); }
 

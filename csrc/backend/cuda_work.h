@@ -21,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/ring_work.h"
 #include "executor/cuda_task.h"
 
 namespace ring {
@@ -42,6 +43,8 @@ class CudaRingWork : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) override;
   void synchronize() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  // The c10d::WorkResult the kernel's task ended with, once it has (torch's get_future_result).
+  c10::intrusive_ptr<c10::ivalue::Future> getFutureResult() override;
   uint64_t getSequencenumber() const override;
 
  private:
@@ -52,6 +55,7 @@ class CudaRingWork : public c10d::Work {
   const at::Device device_;
   const bool blockingWait_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  WorkResultFuture result_;
 };
 
 }  // namespace ring

@@ -42,6 +42,15 @@ c10::intrusive_ptr<c10::ivalue::Future> RingWork::getFuture() {
   return future_;
 }
 
+c10::intrusive_ptr<c10::ivalue::Future> RingWork::getFutureResult() {
+  std::lock_guard<std::mutex> lock(futureMutex_);
+  if (!resultFuture_) {
+    resultFuture_ = c10::make_intrusive<c10::ivalue::Future>(c10::IntType::get());
+    if (settled_) resultFuture_->markCompleted(c10::IValue(workResult_));  // nobody waits yet
+  }
+  return resultFuture_;
+}
+
 void RingWork::settle(c10::ivalue::Future& f, const std::exception_ptr& torchError) {
   if (torchError) {
     f.setError(torchError);
@@ -60,12 +69,16 @@ void RingWork::complete(std::exception_ptr error, int sourceRank) {
   sourceRank_.store(sourceRank);
   std::exception_ptr torchError = error ? toTorchError(error) : nullptr;
   c10::intrusive_ptr<c10::ivalue::Future> future;
+  c10::intrusive_ptr<c10::ivalue::Future> resultFuture;
   {
     std::lock_guard<std::mutex> lock(futureMutex_);
     settled_ = true;
     torchError_ = torchError;
+    workResult_ = error ? workResultOf(error) : 0;
     future = future_;  // null if nobody asked: getFuture() makes it completed
+    resultFuture = resultFuture_;
   }
+  if (resultFuture) resultFuture->markCompleted(c10::IValue(error ? workResultOf(error) : 0));
   // The future first: whoever returns from wait() may read the future's value at once. Marked
   // outside the lock: its callbacks run here and may call getFuture() again.
   if (future) settle(*future, torchError);
@@ -111,6 +124,35 @@ c10d::ErrorType errorTypeOf(const std::exception_ptr& error) {
   } catch (...) {
     return c10d::ErrorType::COMM_ERROR;
   }
+}
+
+int64_t workResultOf(const std::exception_ptr& error) {
+  if (!error) return static_cast<int64_t>(c10d::WorkResult::SUCCESS);
+  return static_cast<int64_t>(errorTypeOf(error) == c10d::ErrorType::TIMEOUT
+                                  ? c10d::WorkResult::TIMEOUT
+                                  : c10d::WorkResult::COMM_ERROR);
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> WorkResultFuture::get() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!future_) {
+    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::IntType::get());
+    if (settled_) future_->markCompleted(c10::IValue(result_));  // nobody waits on it yet
+  }
+  return future_;
+}
+
+void WorkResultFuture::settle(const std::exception_ptr& error) {
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (settled_) return;
+    settled_ = true;
+    result_ = workResultOf(error);
+    future = future_;
+  }
+  // Outside the lock: its callbacks run here.
+  if (future) future->markCompleted(c10::IValue(result_));
 }
 
 }  // namespace ring

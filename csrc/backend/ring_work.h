@@ -37,6 +37,8 @@ class RingWork : public c10d::Work {
   std::exception_ptr exception() const override;
   std::vector<at::Tensor> result() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  // torch's get_future_result: a Future of int, the c10d::WorkResult the call ended with.
+  c10::intrusive_ptr<c10::ivalue::Future> getFutureResult() override;
   uint64_t getSequencenumber() const override;
   int sourceRank() const override;
   // The source of a completed receive from any source, or -1 (never throws).
@@ -70,6 +72,8 @@ class RingWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   bool settled_ = false;           // complete() has run (futureMutex_)
   std::exception_ptr torchError_;  // its error, as torch users see it (futureMutex_)
+  int64_t workResult_ = 0;         // its c10d::WorkResult (futureMutex_)
+  c10::intrusive_ptr<c10::ivalue::Future> resultFuture_;  // made on the first ask, as future_
   std::atomic<int> sourceRank_{-1};
   std::weak_ptr<QueueOfWork> queue_;
 };
@@ -84,5 +88,23 @@ std::exception_ptr toTorchError(std::exception_ptr error);
 // What Backend::getError reports for a failure: TIMEOUT for a wait that ran out, REMOTE_ERROR
 // when another rank's failure or exit broke the group, COMM_ERROR otherwise.
 c10d::ErrorType errorTypeOf(const std::exception_ptr& error);
+
+// What Work.get_future_result() holds for a call that ended with `error` (a core-library error,
+// or null): c10d::WorkResult SUCCESS, TIMEOUT or COMM_ERROR, as an int.
+int64_t workResultOf(const std::exception_ptr& error);
+
+// The get_future_result() Future of a Work that has no lock of its own to share (the CUDA and
+// staged Works): made on the first ask, completed once the outcome is known, whichever first.
+class WorkResultFuture {
+ public:
+  c10::intrusive_ptr<c10::ivalue::Future> get();
+  void settle(const std::exception_ptr& error);  // once
+
+ private:
+  std::mutex mutex_;
+  bool settled_ = false;
+  int64_t result_ = 0;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
 
 }  // namespace ring

@@ -98,6 +98,7 @@ class StagedWork : public c10d::Work {
     // Then the Work's exception_, before the copies say finished: isCompleted() is theirs, and
     // a caller who saw it true must find the error in exception().
     finish(torchError);
+    result_.settle(error);
     copies_->finish(torchError);
   }
 
@@ -122,6 +123,7 @@ class StagedWork : public c10d::Work {
   std::exception_ptr exception() const override { return c10d::Work::exception(); }
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFutureResult() override { return result_.get(); }
   uint64_t getSequencenumber() const override { return seq_; }
 
   bool wait(std::chrono::milliseconds /*timeout*/) override {
@@ -146,6 +148,7 @@ class StagedWork : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   const at::Device device_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  WorkResultFuture result_;
   std::atomic<int> source_{-1};
 };
 

@@ -117,12 +117,14 @@ bool CudaTask::pollLocked(std::vector<FinishHook>* hooks) {
   return true;
 }
 
-void CudaTask::fail(const std::string& reason) {
+void CudaTask::fail(const std::string& reason, bool timedOut) {
   std::vector<FinishHook> hooks;
   std::exception_ptr error;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    hooks = finishOnce(std::make_exception_ptr(CommError(reason)), reason);
+    hooks = finishOnce(timedOut ? std::make_exception_ptr(TimeoutError(reason))
+                                : std::make_exception_ptr(CommError(reason)),
+                       reason);
     error = error_;
   }
   runHooks(hooks, error);

@@ -44,8 +44,9 @@ class CudaTask {
   // Any thread: if the kernel has ended, reads the device record and finishes the task (once).
   // Returns whether the kernel has ended.
   bool poll();
-  // Finishes the task with `reason` (a timeout or a broken group) unless it already finished.
-  void fail(const std::string& reason);
+  // Finishes the task with `reason` (a timeout or a broken group) unless it already finished;
+  // the error is a TimeoutError when `timedOut` (what get_error and get_future_result report).
+  void fail(const std::string& reason, bool timedOut = false);
   bool finished();
   // The error it finished with (null while running or on success).
   std::exception_ptr error();

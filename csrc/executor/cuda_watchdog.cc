@@ -124,7 +124,7 @@ void CudaWatchdog::loop() {
         // The group is broken (the abort word raised) before the task reports the timeout:
         // its error says the kernel was stopped, and a caller that reads it must find it so.
         state_->breakGroup(reason);
-        t->fail(reason);
+        t->fail(reason, /*timedOut=*/true);
         failAll(tasks, reason);
         break;
       }

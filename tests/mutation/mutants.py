@@ -70,6 +70,12 @@ MUTANTS = [
            "tests/python/test_monitored_barrier.py -x -q",
            why="rank 0 releases the others without waiting for them: nobody is told of a "
                "missing rank"),
+    # Work.get_future_result (backend/ring_work.cc).
+    Mutant("work_result_never_timeout", "csrc/backend/ring_work.cc",
+           "  return static_cast<int64_t>(errorTypeOf(error) == c10d::ErrorType::TIMEOUT",
+           "  return static_cast<int64_t>(false", "py",
+           "tests/python/test_backend_api.py -x -q -k hooks_options",
+           why="a call that timed out reads as a communication error in get_future_result"),
     Mutant("tag_ignored", "csrc/executor/p2p_receiver.cc",
            "  return r.tag == tag && (r.peer < 0 || r.peer == src);",
            "  return r.peer < 0 || r.peer == src;", "cpp",

@@ -57,6 +57,11 @@ CUDA_MUTANTS = [
     Mutant("cuda_later_calls_not_after_staged", "csrc/backend/ring_backend_cuda.cc",
            "  if (earlier.empty()) return;", "  return;", "emu", f"{_EMU} earlier_staged",
            why="a call reads an earlier staged call's output before its copy back landed"),
+    Mutant("cuda_timeout_not_a_timeout", "csrc/executor/cuda_watchdog.cc",
+           "        t->fail(reason, /*timedOut=*/true);", "        t->fail(reason);", "emu",
+           f"{_EMU} slow_hook_runs",
+           why="a kernel collective that timed out reads as a communication error in "
+               "get_future_result and get_error"),
     # A failed kernel collective's group must still be destroyable (backend/ring_backend_group.cc).
     Mutant("cuda_destroy_raises_a_reported_failure", "csrc/backend/ring_backend_group.cc",
            "  try {\n    waitCudaWork();\n  } catch (const CommError&) {\n  }",

@@ -264,6 +264,7 @@ def rank_completed_failure_raises(timeout_s):
     if rank == 0:
         start = time.monotonic()
         work = dist.all_reduce(x, async_op=True)
+        result_future = work.get_future_result()  # asked before the outcome is known
         deadline = start + timeout_s + 30
         raised_at = None
         # wait() does not block for a kernel (NCCL's semantics): call it until it raises.
@@ -284,6 +285,7 @@ def rank_completed_failure_raises(timeout_s):
             time.sleep(0.005)
         exc = work.exception()
         result["exception"] = None if exc is None else f"{type(exc).__name__}: {exc}"
+        result["work_result"] = result_future.wait()
     else:
         time.sleep(timeout_s + 5)
     # torch waits for the pending completion hooks here; the failure was reported above.

@@ -182,16 +182,24 @@ def hooks_options_errors(ctx):
     group._register_on_completion_hook(hook)
     for i in range(3):
         dist.all_reduce(torch.ones(10), group=group)
+    # torch's Work.get_future_result(): SUCCESS (0), asked after the outcome is known and before.
+    done = dist.all_reduce(torch.ones(10), group=group, async_op=True)
+    done.wait()
+    later = dist.all_reduce(torch.ones(10), group=group, async_op=True)
+    early = later.get_future_result()
+    report.check("get_future_result says SUCCESS",
+                 torch.tensor([done.get_future_result().wait(), early.wait()]),
+                 torch.tensor([0, 0]), same_on_all_ranks=False)
     dist.broadcast(torch.ones(4), src=0, group=group)
     group._wait_for_pending_works()
     with lock:
         ops = [str(s[0]) for s in seen]
         durations = [s[2] for s in seen]
-    report.check("hook saw every call", torch.tensor(len(seen)), torch.tensor(4),
+    report.check("hook saw every call", torch.tensor(len(seen)), torch.tensor(6),
                  same_on_all_ranks=False)
     report.check("with their types", torch.tensor([ops.count("OpType.ALLREDUCE"),
                                                    ops.count("OpType.BROADCAST")]),
-                 torch.tensor([3, 1]), same_on_all_ranks=False)
+                 torch.tensor([5, 1]), same_on_all_ranks=False)
     report.check("and durations", torch.tensor(all(d >= 0 for d in durations)), torch.tensor(True),
                  same_on_all_ranks=False)
     has_get_error = hasattr(_BINDING, "get_error")  # bound from torch 2.14
@@ -203,9 +211,12 @@ def hooks_options_errors(ctx):
         # join only after 4 s; it fails near 1.5 s (not the group's default) and says TIMEOUT.
         dist.set_timeout(datetime.timedelta(seconds=1.5), group)
         start = time.monotonic()
+        result_future = None
         try:
             if ctx.rank == 0:
-                dist.all_reduce(torch.ones(3), group=group)
+                work = dist.all_reduce(torch.ones(3), group=group, async_op=True)
+                result_future = work.get_future_result()  # asked before the outcome is known
+                work.wait()
             else:
                 time.sleep(4)
                 dist.all_reduce(torch.ones(3), group=group)
@@ -218,6 +229,10 @@ def hooks_options_errors(ctx):
                          torch.tensor(True), same_on_all_ranks=False)
             report.check("named as a timeout", torch.tensor("timed out after" in error),
                          torch.tensor(True), same_on_all_ranks=False)
+            # torch's Work.get_future_result(): an int future of c10d's WorkResult (TIMEOUT = 1).
+            report.check("get_future_result says TIMEOUT",
+                         torch.tensor(result_future.wait() if result_future else -1),
+                         torch.tensor(1), same_on_all_ranks=False)
         if ctx.rank == 0 and has_get_error:
             report.check("get_error says TIMEOUT", torch.tensor(int(backend.get_error())),
                          torch.tensor(int(dist.distributed_c10d.ErrorType.TIMEOUT)

@@ -141,6 +141,7 @@ def test_a_kernel_collective_that_times_out_raises_at_wait_while_a_slow_hook_run
     assert r0["raised_before_hook_returned"], r0
     assert r0["completed_without_exception"] is False, r0
     assert r0["exception"] and "DistBackendError" in r0["exception"], r0
+    assert r0["work_result"] == 1, r0  # get_future_result: c10d's WorkResult.TIMEOUT
     for r in (r0, r1):
         assert r["destroy_error"] is None, r
 
