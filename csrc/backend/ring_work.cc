@@ -70,15 +70,16 @@ void RingWork::complete(std::exception_ptr error, int sourceRank) {
   std::exception_ptr torchError = error ? toTorchError(error) : nullptr;
   c10::intrusive_ptr<c10::ivalue::Future> future;
   c10::intrusive_ptr<c10::ivalue::Future> resultFuture;
+  const int64_t result = workResultOf(error);
   {
     std::lock_guard<std::mutex> lock(futureMutex_);
     settled_ = true;
     torchError_ = torchError;
-    workResult_ = error ? workResultOf(error) : 0;
+    workResult_ = result;
     future = future_;  // null if nobody asked: getFuture() makes it completed
     resultFuture = resultFuture_;
   }
-  if (resultFuture) resultFuture->markCompleted(c10::IValue(error ? workResultOf(error) : 0));
+  if (resultFuture) resultFuture->markCompleted(c10::IValue(result));
   // The future first: whoever returns from wait() may read the future's value at once. Marked
   // outside the lock: its callbacks run here and may call getFuture() again.
   if (future) settle(*future, torchError);
