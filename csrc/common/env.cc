@@ -123,6 +123,15 @@ const EnvKnobs& env() {
     // 0 turns it off, as it turns off torch's and NCCL's.
     k.flightRecorderEntries = static_cast<size_t>(readKnob("TORCH_FR_BUFFER_SIZE"));
     k.stragglerLogSeconds = static_cast<int>(readKnob("TORCH_RING_STRAGGLER_LOG_S"));
+    k.linkSilenceMs = readKnob("TORCH_RING_LINK_SILENCE_MS");
+    // A live peer's I/O thread sends a heartbeat every 250 ms (transport/tcp/link_liveness.h):
+    // a bound under four of them would condemn a peer for one heartbeat delayed by a busy core
+    // or a retransmission.
+    if (k.linkSilenceMs != 0 && k.linkSilenceMs < 1000) {
+      throw UsageError(strCat("TORCH_RING_LINK_SILENCE_MS='", k.linkSilenceMs,
+                              "' is too short: 0 (off) or at least 1000 ms (four of the 250 ms "
+                              "heartbeats a live peer sends)"));
+    }
     k.transport = readTransport();
     k.socketIfname = readString("TORCH_RING_SOCKET_IFNAME");
     k.socketIfnameSource = strCat("TORCH_RING_SOCKET_IFNAME='", k.socketIfname, "'");

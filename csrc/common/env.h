@@ -65,6 +65,10 @@ struct EnvKnobs {
   // TORCH_RING_STRAGGLER_LOG_S: every this many seconds, rank 0 of each group logs (at INFO)
   // which ranks the others waited for (executor/straggler_stats.h); 0, the default: never.
   int stragglerLogSeconds;
+  // TORCH_RING_LINK_SILENCE_MS: a TCP peer from which nothing (not even its I/O thread's
+  // heartbeat) has come for this long is dead, frozen or cut off: its links fail naming it
+  // (transport/tcp/link_liveness.h). 5000 by default; 0: only the group's timeout ends a wait.
+  int64_t linkSilenceMs;
   // TORCH_RING_TRANSPORT = auto | shm | tcp, any case (default auto): how ranks are linked. auto: shared
   // memory between ranks of one host, TCP between hosts, in the same ring; tcp: TCP for every
   // link (to test the TCP path on one host); shm: shared memory only (an error if the ranks

@@ -34,6 +34,8 @@ const std::vector<KnobInfo>& knobTable() {
       words("TORCH_RING_TRANSPORT", "auto", S::EveryRankAlike),
       words("TORCH_RING_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", S::PerRank),
       words("TORCH_RING_SOCKET_FAMILY", "", S::PerRank),
+      // 0: off; else at least 1000 (four heartbeats: env.cc).
+      integer("TORCH_RING_LINK_SILENCE_MS", "5000", S::PerRank, 5000, 0, 86400000),
       words("TORCH_RING_SECRET", "", S::EveryRankAlike),
       words("TORCH_RING_SECRET_FILE", "", S::EveryRankAlike),
       integer("TORCH_RING_SLOT_BYTES", "262144", S::EveryRankAlike, 256 * 1024, 64,

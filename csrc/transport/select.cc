@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "common/env.h"
 #include "common/errors.h"
 #include "common/logging.h"
 #include "transport/host_identity.h"
@@ -109,6 +110,7 @@ std::unique_ptr<Transport> connectGroup(Store& store, int rank, int size,
     t.slots = geometry->slots;
     t.timeout = opts.timeout;
     t.listenAddress = opts.listenAddress;
+    t.silenceBound = std::chrono::milliseconds(env().linkSilenceMs);
     tcp = std::make_unique<TcpTransport>(store, rank, size, c.tcpRanks, t);
   }
   RING_LOG(kLogInfo, c.shmRanks.size() - 1,

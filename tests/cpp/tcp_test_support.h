@@ -1,5 +1,7 @@
-// What the TCP transport's tests share (test_tcp_transport.cc, test_tcp_strangers.cc): loopback
-// options, a test wait context, and a series of frames written and checked byte by byte.
+// What the TCP transport's tests share (test_tcp_transport.cc, test_tcp_strangers.cc,
+// test_tcp_liveness.cc): loopback options, a test wait context, a series of frames written and
+// checked byte by byte, and a rank 0 played by hand (FakeRank0) that can send what no real rank
+// would, or nothing at all.
 #pragma once
 
 #include <chrono>
@@ -8,8 +10,14 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "memory_store.h"
 #include "protocol/message_header.h"
 #include "transport/link.h"
+#include "transport/tcp/socket_util.h"
+#include "transport/tcp/tcp_handshake.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace ring {
@@ -74,6 +82,55 @@ inline int64_t receiveSeries(RecvLink& link, int from, int64_t cap, int64_t coun
   }
   return -1;
 }
+
+// Connects to `address` ("ip:port") and returns the socket.
+inline int dial(const std::string& address) {
+  std::string ip;
+  int port = 0;
+  splitHostPort(address, "test", &ip, &port);
+  return connectTo(ip, port, Clock::now() + 5s);
+}
+
+// What rank 0 of a loopbackOptions() group of `size` ranks says in its handshakes.
+inline HandshakeIdentity rank0Identity(int size, const HandshakeKey& key) {
+  HandshakeIdentity me;
+  me.groupHash = groupNameHash("tcp-test");
+  me.rank = 0;
+  me.groupSize = size;
+  me.slotBytes = 1024;
+  me.key = key;
+  return me;
+}
+
+// Plays rank 0 of a 2-rank group by hand (token chosen by the test), so that it can send
+// frames no real rank would; returns its two sockets once rank 1 has accepted them.
+struct FakeRank0 {
+  testing_support::MemoryStore& store;
+  JobToken token{};
+  int fds[kChannels] = {-1, -1};
+
+  void connectAll(int64_t slotBytes) {
+    fillRandom(token.data(), token.size());
+    store.set("ring/tcp/token", toHex(token.data(), token.size()));
+    // Rank 1 admits rank 0 only from the address rank 0 published.
+    store.set("ring/tcp/addr/0", "127.0.0.1:1");
+    std::string address = store.get("ring/tcp/ready/1", 20s);
+    HandshakeIdentity me = rank0Identity(2, handshakeKey(token, ""));
+    me.slotBytes = slotBytes;
+    for (int ch = 0; ch < kChannels; ++ch) {
+      fds[ch] = dial(address);
+      std::string detail;
+      ASSERT_EQ(authenticateAsConnector(fds[ch], me, 1, ch, Clock::now() + 5s, &detail),
+                ConnectOutcome::Authenticated)
+          << detail;
+    }
+  }
+  ~FakeRank0() {
+    for (int fd : fds) {
+      if (fd >= 0) close(fd);
+    }
+  }
+};
 
 }  // namespace tcp_testing
 }  // namespace ring

@@ -31,14 +31,6 @@ using namespace tcp_testing;
 
 // ---- strangers ---------------------------------------------------------------------------------
 
-// Connects to `address` ("ip:port") and returns the socket.
-int dial(const std::string& address) {
-  std::string ip;
-  int port = 0;
-  splitHostPort(address, "test", &ip, &port);
-  return connectTo(ip, port, Clock::now() + 5s);
-}
-
 // True once the peer has closed the socket (reads until EOF or error, up to 5 s).
 bool closedByPeer(int fd) {
   char buf[4096];
@@ -79,17 +71,6 @@ class GatedStore : public Store {
   std::string gatedKey_;
   std::shared_future<void> gate_;
 };
-
-// What rank 0 of a loopbackOptions() group of `size` ranks says in its handshakes.
-HandshakeIdentity rank0Identity(int size, const HandshakeKey& key) {
-  HandshakeIdentity me;
-  me.groupHash = groupNameHash("tcp-test");
-  me.rank = 0;
-  me.groupSize = size;
-  me.slotBytes = 1024;
-  me.key = key;
-  return me;
-}
 
 // The key the job's ranks prove (no secret): the token rank 0 put in the store.
 HandshakeKey keyFromStore(Store& store) {
@@ -374,36 +355,6 @@ TEST(TcpSecret, TheKeyDependsOnTheSecret) {
 }
 
 // ---- an authenticated peer that sends bad frames -------------------------------------------------
-
-// Plays rank 0 of a 2-rank group by hand (token chosen by the test), so that it can send
-// frames no real rank would; returns its two sockets once rank 1 has accepted them.
-struct FakeRank0 {
-  MemoryStore& store;
-  JobToken token{};
-  int fds[kChannels] = {-1, -1};
-
-  void connectAll(int64_t slotBytes) {
-    fillRandom(token.data(), token.size());
-    store.set("ring/tcp/token", toHex(token.data(), token.size()));
-    // Rank 1 admits rank 0 only from the address rank 0 published.
-    store.set("ring/tcp/addr/0", "127.0.0.1:1");
-    std::string address = store.get("ring/tcp/ready/1", 20s);
-    HandshakeIdentity me = rank0Identity(2, handshakeKey(token, ""));
-    me.slotBytes = slotBytes;
-    for (int ch = 0; ch < kChannels; ++ch) {
-      fds[ch] = dial(address);
-      std::string detail;
-      ASSERT_EQ(authenticateAsConnector(fds[ch], me, 1, ch, Clock::now() + 5s, &detail),
-                ConnectOutcome::Authenticated)
-          << detail;
-    }
-  }
-  ~FakeRank0() {
-    for (int fd : fds) {
-      if (fd >= 0) close(fd);
-    }
-  }
-};
 
 std::string rank1ReceiveError(const std::function<void(FakeRank0&)>& misbehave) {
   MemoryStore store;

@@ -196,6 +196,22 @@ TEST(Wire, FrameHeaderBounds) {
   EXPECT_EQ(parseFrameHeader(h, 2, 1 << 20, &n, &err), ReadStatus::Invalid);
 }
 
+TEST(Wire, HeartbeatIsAnEmptyControlFrameOfItsSender) {
+  int64_t n = -1;
+  std::string err;
+  MessageHeader h = dataHeader(2, 0);
+  h.magic = kHeartbeatMagic;
+  EXPECT_EQ(parseFrameHeader(h, 2, 100, &n, &err), ReadStatus::Heartbeat);
+  EXPECT_EQ(n, 0);
+  // A heartbeat carries nothing: a length would let a peer push bytes past the frame checks.
+  h.payloadBytes = 1;
+  EXPECT_EQ(parseFrameHeader(h, 2, 100, &n, &err), ReadStatus::Invalid);
+  h.payloadBytes = 0;
+  h.sender = 3;
+  EXPECT_EQ(parseFrameHeader(h, 2, 100, &n, &err), ReadStatus::Invalid);
+  EXPECT_NE(err.find("claims sender rank 3"), std::string::npos) << err;
+}
+
 // Feeds `stream` to a FrameReader in pieces of `piece` bytes and returns the statuses seen.
 std::vector<ReadStatus> feed(const std::vector<uint8_t>& stream, size_t piece, int64_t cap,
                              std::vector<std::vector<uint8_t>>* payloads) {

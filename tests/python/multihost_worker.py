@@ -205,7 +205,63 @@ def partitioned(shared, timeout_s):
     os._exit(0)  # no orderly shutdown: the peer is unreachable
 
 
+def liveness(shared, timeout_s, late_s):
+    """All_reduces of 64 KiB, each checked against its closed form, under a group timeout of
+    `timeout_s`. late_s == 0: until an error (the test cuts the link or freezes a host), then
+    the error and how long after the fault (the mtime of the file "fault") it came. late_s > 0:
+    100 calls, the ranks of the second host sleeping late_s before the 50th (legitimately late:
+    their processes, and so their links' heartbeats, live on); then an orderly end."""
+    import datetime
+    import json
+    import torch
+    import torch.distributed as dist
+    import torch_ring_backend  # noqa: F401
+
+    dist.init_process_group("ring", timeout=datetime.timedelta(seconds=timeout_s))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    want = float(world * (world + 1) // 2)
+    x = torch.empty(1 << 14)
+
+    def one_call():
+        x.fill_(float(rank + 1))
+        dist.all_reduce(x)
+        _check("all_reduce", x, torch.full_like(x, want))
+
+    one_call()
+    open(os.path.join(shared, f"running.{rank}"), "w").close()
+    start = time.time()
+    error, message = None, ""
+    try:
+        if late_s > 0:
+            for i in range(100):
+                if i == 50 and rank >= world // 2:
+                    time.sleep(late_s)
+                one_call()
+        else:
+            while True:
+                one_call()
+                time.sleep(0.01)
+    except Exception as e:  # noqa: BLE001 - the type is what we report
+        error, message = type(e).__name__, str(e)
+    fault = os.path.join(shared, "fault")
+    since_fault = time.time() - os.path.getmtime(fault) if os.path.exists(fault) else None
+    result = json.dumps({"rank": rank, "error": error, "message": message,
+                         "since_fault": since_fault, "took": time.time() - start})
+    # A file of its own: the ranks of a host share one output pipe with their log lines.
+    with open(os.path.join(shared, f"result.{rank}.tmp"), "w") as f:
+        f.write(result)
+    os.rename(os.path.join(shared, f"result.{rank}.tmp"), os.path.join(shared, f"result.{rank}"))
+    print("RESULT " + result, flush=True)
+    if error is None:
+        dist.destroy_process_group()
+        sys.exit(0)
+    os._exit(0)  # no orderly shutdown: a peer is unreachable
+
+
 if __name__ == "__main__":
+    if len(sys.argv) >= 2 and sys.argv[1] == "liveness":
+        liveness(os.environ["RING_MH_DIR"], float(sys.argv[2]), float(sys.argv[3]))
+        sys.exit(0)
     if len(sys.argv) >= 2 and sys.argv[1] == "stranger":
         sys.exit(stranger([line for line in sys.stdin.read().splitlines() if line.strip()]))
     if len(sys.argv) >= 2 and sys.argv[1] == "partitioned":

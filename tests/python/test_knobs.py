@@ -7,6 +7,8 @@ import os
 import re
 import socket
 
+import pytest
+
 from fault_launcher import run_scenario
 
 # One log line: "[torch_ring 2026-11-30T19:06:59.123456Z host:4242 rank 1 group 'g' INFO] text".
@@ -113,6 +115,19 @@ def test_a_malformed_link_price_fails_set_up_by_name():
     results = run.by_rank()
     assert "TORCH_RING_NET_LINK='10GbE' must be ALPHA_SECONDS,BYTES_PER_SECOND" in \
         results[1]["message"], results[1]
+    assert "rank 1 failed to set up" in results[0]["message"], results[0]
+
+
+@pytest.mark.parametrize("value,words", [
+    ("500", "TORCH_RING_LINK_SILENCE_MS='500' is too short: 0 (off) or at least 1000 ms"),
+    ("5s", "TORCH_RING_LINK_SILENCE_MS='5s' is not an integer in [0, 86400000]"),
+])
+def test_a_link_silence_bound_that_cannot_work_fails_set_up_by_name(value, words):
+    # Under four of the 250 ms heartbeats a live peer sends, one late heartbeat would condemn it.
+    run = run_scenario("setup_failure", 2, timeout_s=120.0,
+                       extra_env={"RING_TEST_BAD_SETTING": f"TORCH_RING_LINK_SILENCE_MS={value}"})
+    results = run.by_rank()
+    assert words in results[1]["message"], results[1]
     assert "rank 1 failed to set up" in results[0]["message"], results[0]
 
 

@@ -305,7 +305,8 @@ def test_mixed_ring_across_two_hosts_over_ipv6(hosts, tmp_path):
 def test_a_cut_link_fails_every_rank_at_its_timeout_naming_the_peer(hosts, tmp_path):
     # One rank per host, started directly (torchrun's agents would themselves wait on the cut
     # rendezvous store). The link is cut silently (packets dropped, no reset), as when a
-    # switch or cable fails: nothing but the group timeout can notice it.
+    # switch or cable fails. With the links' liveness off (TORCH_RING_LINK_SILENCE_MS=0, what
+    # gloo does) nothing but the group timeout notices it; with it on, test_link_liveness.py.
     timeout_s = 5
     shared = str(tmp_path)
     port = _free_port_in(hosts.ns[0])
@@ -313,6 +314,7 @@ def test_a_cut_link_fails_every_rank_at_its_timeout_naming_the_peer(hosts, tmp_p
     for i in range(2):
         env = dict(os.environ, RANK=str(i), WORLD_SIZE="2", MASTER_ADDR=hosts.ip[0],
                    MASTER_PORT=str(port), RING_MH_DIR=shared, TORCH_RING_TRANSPORT="tcp",
+                   TORCH_RING_LINK_SILENCE_MS="0",
                    PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
                    OMP_NUM_THREADS="1")
         procs.append(subprocess.Popen(

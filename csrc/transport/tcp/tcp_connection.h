@@ -48,6 +48,13 @@ struct TcpTransport::Connection {
   uint64_t readFrame = 0;
   bool readPaused = false;      // every receive slot is full: not reading the socket
   bool goodbyeReceived = false;
+  // Liveness (tcp_liveness.cc), I/O thread only: bytes read by the I/O thread since its last
+  // liveness pass; the receive link's frame count at that pass (frames an executor read inline
+  // count too); when the last heartbeat went out, and the send link's written count then.
+  bool heardSincePass = false;
+  uint64_t arrivedAtPass = 0;
+  Clock::time_point lastBeat{};
+  uint64_t writtenAtBeat = 0;
   bool eof = false;
   uint8_t reason[kMaxReasonBytes];  // the text of a broken notice (fixed size: never from a header)
 };

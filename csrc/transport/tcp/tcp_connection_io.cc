@@ -73,12 +73,12 @@ void TcpTransport::closeConnection(Connection& c) {
   c.interest = 0;
 }
 
-void TcpTransport::connectionFailed(Connection& c, const std::string& what) {
+void TcpTransport::connectionFailed(Connection& c, const std::string& what, bool log) {
   bool quiet = c.goodbyeReceived || stopping_.load(std::memory_order_acquire) ||
                broken_.load(std::memory_order_acquire);
   if (!quiet) {
     std::string reason = strCat("rank ", c.peer, " (", c.address, ") ", what);
-    RING_LOG(kLogWarn, reason);
+    if (log) RING_LOG(kLogWarn, reason);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (firstPeerFailure_.empty()) firstPeerFailure_ = reason;
@@ -197,9 +197,13 @@ void TcpTransport::writeLocked(Connection& c, std::string* failure) {
         // Nothing follows a goodbye: the FIN tells the peer the stream ended in order.
         shutdown(c.fd, SHUT_WR);
         c.finSent = true;
+        c.writeBlocked = false;
+        return;
       }
-      c.writeBlocked = false;
-      return;
+      // On to the data: frames published while a heartbeat waited here may have found no
+      // other thread to write them (publish() leaves them to this one). After a broken notice
+      // the check below stops.
+      continue;
     }
     // 2. Data frames: after a control frame only the rest of a half-written frame may follow.
     const bool dataClosed = c.brokenSent || c.goodbyeSent;
@@ -389,11 +393,12 @@ void TcpTransport::readLocked(Connection& c, ReadEnd* end) {
       end->what = strCat("failed: receiving from it gave ", std::strerror(errno));
       return;
     }
+    c.heardSincePass = true;  // any byte: the peer's host, process and the network are alive
     std::string error;
     ReadStatus st = c.reader.advance(static_cast<size_t>(n), *header, &error);
-    if (st == ReadStatus::Data && c.goodbyeReceived) {
+    if ((st == ReadStatus::Data || st == ReadStatus::Heartbeat) && c.goodbyeReceived) {
       st = ReadStatus::Invalid;
-      error = "data frame after its goodbye";
+      error = "frame after its goodbye";
     }
     switch (st) {
       case ReadStatus::NeedMore:
@@ -409,6 +414,8 @@ void TcpTransport::readLocked(Connection& c, ReadEnd* end) {
         c.recv->endState.end.store(LinkEnd::Goodbye, std::memory_order_release);
         c.send->endState.end.store(LinkEnd::Goodbye, std::memory_order_release);
         break;
+      case ReadStatus::Heartbeat:
+        break;  // it counted as heard above
       case ReadStatus::Broken:
         recordBroken(strCat("rank ", c.peer, " (", c.address, ") reported: ",
                             printable(c.reason, c.reader.reasonBytes())),

@@ -102,6 +102,7 @@ void TcpTransport::ioStep() {
     }
   }
   expirePending();
+  watchLiveness();
 }
 
 // ---- accepting strangers and peers -------------------------------------------------------------
@@ -240,6 +241,7 @@ void TcpTransport::establish(int fd, int peer, int channel, const std::string& a
     c.fd = fd;
   }
   c.address = address;
+  liveness_.watch(peer, Clock::now());
   updateInterest(c);
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -50,7 +50,7 @@ JobToken parseToken(const std::string& hex) {
 
 TcpTransport::TcpTransport(Store& store, int rank, int size, const std::vector<int>& peers,
                            const TcpOptions& opts)
-    : rank_(rank), size_(size), opts_(opts), peers_(peers) {
+    : rank_(rank), size_(size), opts_(opts), peers_(peers), liveness_(size, opts.silenceBound) {
   RING_ASSERT(rank >= 0 && rank < size, "rank ", rank, " of ", size);
   std::sort(peers_.begin(), peers_.end());
   isPeer_.assign(static_cast<size_t>(size), 0);

@@ -16,6 +16,9 @@
 //    does depend on the lost peer fails, and its markBroken tells the whole group.
 //  - markBroken sends the reason to every connected peer, so remote ranks fail with the first
 //    rank's reason rather than at their timeout.
+//  - A peer from which nothing has come for TcpOptions::silenceBound, not even the heartbeat
+//    every live rank's I/O thread sends on an idle connection, ends its links the same way,
+//    naming the ranks at its address and how long they have been silent (link_liveness.h).
 //  - An orderly shutdown flushes every published frame, then says goodbye.
 #pragma once
 
@@ -33,6 +36,7 @@
 
 #include "transport/link.h"
 #include "transport/store.h"
+#include "transport/tcp/link_liveness.h"
 #include "transport/tcp/tcp_handshake.h"
 #include "transport/tcp/tcp_links.h"
 #include "transport/tcp/wire.h"
@@ -45,6 +49,9 @@ struct TcpOptions {
   int slots = 4;
   // Bounds set-up (store, connects, waiting for peers) and the flush at shutdown.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  // A peer silent this long (not even a heartbeat) is dead, frozen or cut off: its links fail
+  // naming it (link_liveness.h). 0: never judged; else at least kShortestSilenceBound.
+  std::chrono::milliseconds silenceBound{5000};
   // Bounds each handshake, ours and strangers'.
   std::chrono::milliseconds handshakeTimeout{std::chrono::seconds(10)};
   // Address to listen on; empty: chooseListenAddress(TORCH_RING_SOCKET_IFNAME or
@@ -137,8 +144,13 @@ class TcpTransport : public Transport {
   void readLocked(Connection& c, ReadEnd* end);
   void updateInterest(Connection& c);
   void closeConnection(Connection& c);
-  void connectionFailed(Connection& c, const std::string& what);
+  // `log`: say it at WARN (once per peer is enough when all its connections fail at once).
+  void connectionFailed(Connection& c, const std::string& what, bool log = true);
   void queueControl(Connection& c, uint32_t magic, const std::string& text);
+  // liveness (tcp_liveness.cc): heartbeats out, silent peers judged; once per kLivenessPass
+  void watchLiveness();
+  void sendHeartbeatIfIdle(Connection& c, Clock::time_point now);
+  void failSilentPeers(const std::vector<int>& silent, Clock::time_point now);
   bool stopStep();
   void reject(const std::string& address, const std::string& why);
   void recordBroken(const std::string& reason, bool propagate);
@@ -183,6 +195,8 @@ class TcpTransport : public Transport {
   std::atomic<bool> closeListenerRequested_{false};  // every link is up: no more accepts
 
   // I/O thread only.
+  LinkLiveness liveness_;
+  Clock::time_point lastLivenessPass_{};
   std::map<uint64_t, std::unique_ptr<PendingHandshake>> pending_;
   uint64_t nextPendingId_ = 0;
   int64_t rejectLogs_ = 0;

@@ -203,6 +203,10 @@ ReadStatus parseFrameHeader(const MessageHeader& h, int expectedSender, int64_t 
       kind = ReadStatus::Broken;
       limit = kMaxReasonBytes;
       break;
+    case kHeartbeatMagic:
+      kind = ReadStatus::Heartbeat;
+      limit = 0;
+      break;
     default:
       fail(error, strCat("frame with unknown magic 0x", std::hex, h.magic, std::dec));
       return ReadStatus::Invalid;

@@ -35,13 +35,18 @@ namespace ring {
 
 constexpr uint32_t kHandshakeMagic = 0x50435452u;  // "RTCP" in memory order
 // 2: the proofs became HMAC-SHA256 (version 1 hashed the token and fields with bare SHA-256).
-constexpr uint32_t kWireVersion = 2;
+// 3: heartbeat frames (a version-2 reader would refuse them as frames of unknown magic).
+constexpr uint32_t kWireVersion = 3;
 constexpr size_t kTokenBytes = 32;
 constexpr size_t kNonceBytes = 32;
 
 // Control frames share the 64-byte header layout of data frames and differ in magic.
 constexpr uint32_t kGoodbyeMagic = 0x45594252u;  // "RBYE": orderly close, nothing follows
 constexpr uint32_t kBrokenMagic = 0x4b524252u;   // "RBRK": the sender's group broke; reason
+// "RBEA": nothing but "the sender's host, process and I/O thread are alive and the network
+// between us carries bytes"; sent on a connection that has carried nothing else for a while
+// (tcp_liveness.cc), so that silence means a dead host or a cut link, never an idle rank.
+constexpr uint32_t kHeartbeatMagic = 0x41454252u;
 // A broken notice carries at most this many reason bytes (read into a fixed buffer).
 constexpr int64_t kMaxReasonBytes = 1024;
 
@@ -106,7 +111,7 @@ uint64_t groupNameHash(const std::string& groupName);
 
 // ---- frames ---------------------------------------------------------------------------------
 
-enum class ReadStatus { NeedMore, Data, Goodbye, Broken, Invalid };
+enum class ReadStatus { NeedMore, Data, Goodbye, Broken, Heartbeat, Invalid };
 
 // Checks one received 64-byte header: its kind by magic, the sender, and every length against
 // the capacity that will hold the payload (no arithmetic that can overflow). On success
