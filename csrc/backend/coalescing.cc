@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <condition_variable>
+#include <mutex>
 
 #include "common/errors.h"
 
@@ -87,10 +88,35 @@ class AllOfWork : public c10d::Work {
     return all;
   }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // The block's c10d::WorkResult: the first part's that is not SUCCESS, else SUCCESS once every
+  // part has succeeded. Chained on the parts' own results when first asked for.
+  c10::intrusive_ptr<c10::ivalue::Future> getFutureResult() override {
+    std::call_once(resultChained_, [this] {
+      constexpr auto kSuccess = static_cast<int64_t>(c10d::WorkResult::SUCCESS);
+      if (parts_.empty()) result_->settleResult(kSuccess);
+      // Held by the callbacks, not `this`: a part may complete after this Work is gone.
+      auto result = result_;
+      auto remaining = std::make_shared<std::atomic<size_t>>(parts_.size());
+      for (auto& part : parts_) {
+        part->getFutureResult()->addCallback([result, remaining](c10::ivalue::Future& f) {
+          const int64_t r = f.hasError() ? static_cast<int64_t>(c10d::WorkResult::UNKNOWN)
+                                         : f.value().toInt();
+          if (r != kSuccess) {
+            result->settleResult(r);
+          } else if (--*remaining == 0) {
+            result->settleResult(kSuccess);
+          }
+        });
+      }
+    });
+    return result_->get();
+  }
 
  private:
   std::vector<c10::intrusive_ptr<c10d::Work>> parts_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::once_flag resultChained_;
+  std::shared_ptr<WorkResultFuture> result_ = std::make_shared<WorkResultFuture>();
 };
 
 }  // namespace

@@ -418,6 +418,30 @@ c10::intrusive_ptr<c10d::Work> RingBackend::gather(std::vector<std::vector<at::T
                  }});
 }
 
+#if RING_TORCH_AT_LEAST(2, 14)
+c10::intrusive_ptr<c10d::Work> RingBackend::gather_single(at::Tensor& output, at::Tensor& input,
+                                                          const c10d::GatherOptions& opts) {
+  CheckScope s{"gather_single", rank_, size_};
+  checkRoot(s, opts.rootRank, "root (dst)");
+  const int root = static_cast<int>(opts.rootRank);
+  checkTensor(s, input, "input");
+  // Only the root's output is read (torch passes the others an empty placeholder); it holds
+  // every rank's input in rank order, whatever its shape ([world, *shape] or flat).
+  if (rank_ == root) {
+    checkBlockPair(s, input, "input", output, "gather_tensor");
+    checkAllGatherAliasing(s, input, output);
+  }
+  const DType d = toRingDType(s, input.scalar_type());
+  // Straight into the root's output: no per-rank list to split into, as gather() has.
+  return run(s, {c10d::OpType::GATHER, countDetail(input.numel(), d, root), {input},
+                 rank_ == root ? Tensors{output} : Tensors{}, opts.timeout,
+                 [this, d, root](const CallInfo& c, const Tensors& in, const Tensors& out) {
+                   comm_->gather(in[0].data_ptr(), out.empty() ? nullptr : out[0].data_ptr(),
+                                 in[0].numel(), d, root, c);
+                 }});
+}
+#endif
+
 c10::intrusive_ptr<c10d::Work> RingBackend::scatter(std::vector<at::Tensor>& outputs,
                                                     std::vector<std::vector<at::Tensor>>& inputs,
                                                     const c10d::ScatterOptions& opts) {

@@ -78,6 +78,42 @@ class RingBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
                                          std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override;
+#if RING_TORCH_AT_LEAST(2, 14)
+  // torch 2.14's names of the single-tensor collectives. Each runs this backend's own call
+  // under the older name (still what torch 2.11-2.13 call), not torch's forwarding between
+  // the two names (which guards against a backend that implements neither).
+  c10::intrusive_ptr<c10d::Work> all_gather_single(at::Tensor& output, at::Tensor& input,
+                                                   const c10d::AllgatherOptions& opts) override {
+    return RingBackend::_allgather_base(output, input, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> all_gather_single_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override {
+    return RingBackend::allgather_into_tensor_coalesced(outputs, inputs, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_single(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override {
+    return RingBackend::_reduce_scatter_base(output, input, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_single_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override {
+    return RingBackend::reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> all_to_all_single(at::Tensor& output, at::Tensor& input,
+                                                   std::vector<int64_t>& outputSplits,
+                                                   std::vector<int64_t>& inputSplits,
+                                                   const c10d::AllToAllOptions& opts) override {
+    return RingBackend::alltoall_base(output, input, outputSplits, inputSplits, opts);
+  }
+  // Every rank's input straight into the root's one output tensor (gather() fills a list).
+  c10::intrusive_ptr<c10d::Work> gather_single(at::Tensor& output, at::Tensor& input,
+                                               const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather_into_tensor(at::Tensor& output, at::Tensor& input,
+                                                    const c10d::GatherOptions& opts) override {
+    return RingBackend::gather_single(output, input, opts);
+  }
+#endif
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
                                                 std::vector<std::vector<at::Tensor>>& inputs,
                                                 const c10d::ReduceScatterOptions& opts) override;

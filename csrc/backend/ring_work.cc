@@ -59,6 +59,14 @@ void RingWork::settle(c10::ivalue::Future& f, const std::exception_ptr& torchErr
   }
 }
 uint64_t RingWork::getSequencenumber() const { return seq_; }
+
+float RingWork::getDuration() const {
+  const float ms = durationMs_.load(std::memory_order_acquire);
+  TORCH_CHECK(ms >= 0.0f, "ring: Work._get_duration on rank ", rank_, ": ",
+              c10d::opTypeToString(opType_), " (sequence ", seq_,
+              ") has not run to its end yet; its duration is known once it has completed");
+  return ms;
+}
 int RingWork::sourceRank() const {
   int r = sourceRank_.load();
   TORCH_CHECK(r >= 0, "ring: sourceRank() is only defined for a completed recv from any source");
@@ -143,13 +151,13 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkResultFuture::get() {
   return future_;
 }
 
-void WorkResultFuture::settle(const std::exception_ptr& error) {
+void WorkResultFuture::settleResult(int64_t workResult) {
   c10::intrusive_ptr<c10::ivalue::Future> future;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (settled_) return;
     settled_ = true;
-    result_ = workResultOf(error);
+    result_ = workResult;
     future = future_;
   }
   // Outside the lock: its callbacks run here.

@@ -40,6 +40,11 @@ class RingWork : public c10d::Work {
   // torch's get_future_result: a Future of int, the c10d::WorkResult the call ended with.
   c10::intrusive_ptr<c10::ivalue::Future> getFutureResult() override;
   uint64_t getSequencenumber() const override;
+  // torch's Work._get_duration: milliseconds from the start of the call's run to its end, once
+  // it has completed (every call is timed; torch's enableCollectivesTiming changes nothing).
+  float getDuration() const override;
+  // Set by the thread that ran the call, before complete().
+  void noteDuration(float ms) { durationMs_.store(ms, std::memory_order_release); }
   int sourceRank() const override;
   // The source of a completed receive from any source, or -1 (never throws).
   int completedSource() const { return sourceRank_.load(); }
@@ -75,6 +80,7 @@ class RingWork : public c10d::Work {
   int64_t workResult_ = 0;         // its c10d::WorkResult (futureMutex_)
   c10::intrusive_ptr<c10::ivalue::Future> resultFuture_;  // made on the first ask, as future_
   std::atomic<int> sourceRank_{-1};
+  std::atomic<float> durationMs_{-1.0f};  // -1: not run to its end yet
   std::weak_ptr<QueueOfWork> queue_;
 };
 
@@ -98,7 +104,9 @@ int64_t workResultOf(const std::exception_ptr& error);
 class WorkResultFuture {
  public:
   c10::intrusive_ptr<c10::ivalue::Future> get();
-  void settle(const std::exception_ptr& error);  // once
+  // Once: the first call decides, later ones are ignored.
+  void settle(const std::exception_ptr& error) { settleResult(workResultOf(error)); }
+  void settleResult(int64_t workResult);
 
  private:
   std::mutex mutex_;

@@ -238,6 +238,7 @@ std::exception_ptr WorkQueue::run(uint64_t id, Task& task, const char* thread) {
   } else {
     RING_LOG(kLogTrace, task.name, " (sequence ", task.call.seq, ") took ", ms, " ms");
   }
+  task.work->noteDuration(static_cast<float>(ms));
   recorder_.markEnded(id, what, end, plan);
   task.call.plan = nullptr;
   if (finished_) finished_(task.work->retrieveOpType(), task.call.seq, start, end, error);

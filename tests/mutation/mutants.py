@@ -101,6 +101,18 @@ MUTANTS = [
            "  if (false) {\n    epoll_ctl(epollFd_, EPOLL_CTL_DEL, listenFd_, nullptr);", "cpp",
            "TcpTransport.TheListenerIsClosed*", binaries=("ring_tcp_tests",),
            why="strangers can still connect (and cost the I/O thread) after set-up"),
+    # Work results and durations (backend/coalescing.cc, backend/ring_work.cc).
+    Mutant("block_result_before_its_parts", "csrc/backend/coalescing.cc",
+           "      if (parts_.empty()) result_->settleResult(kSuccess);",
+           "      result_->settleResult(kSuccess);", "py",
+           "tests/python/test_backend_api.py -x -q -k blocks_result",
+           why="a coalesced block says SUCCESS before its calls have run (or failed)"),
+    Mutant("duration_before_the_end", "csrc/backend/ring_work.cc",
+           '  TORCH_CHECK(ms >= 0.0f, "ring: Work._get_duration on rank "',
+           '  TORCH_CHECK(true, "ring: Work._get_duration on rank "', "py",
+           "tests/python/test_backend_api.py -x -q -k blocks_result",
+           why="_get_duration of a call still waiting for its peers returns -1 instead of "
+               "an error"),
     # The TCP links' liveness (transport/tcp/link_liveness.h, tcp_liveness.cc).
     Mutant("tcp_heartbeat_never_sent", "csrc/transport/tcp/tcp_liveness.cc",
            '  queueControl(c, kHeartbeatMagic, "");', "  return;", "cpp",

@@ -79,6 +79,57 @@ def coalesced_all_reduces(ctx):
     return report
 
 
+def results_and_durations(ctx):
+    """torch's Work.get_future_result() of a coalesced block (the first part's WorkResult that is
+    not SUCCESS, else SUCCESS once every part is), and Work._get_duration() as ProcessGroupNCCL
+    defines it: the call's milliseconds, asked once it has completed, an error before."""
+    import time
+    report = Report()
+    me, w = ctx.rank, ctx.world
+    pg = dist.group.WORLD
+    dist.barrier()
+    # Every rank but 0 comes 0.5 s late: rank 0's block cannot be done before they are.
+    if me != 0:
+        time.sleep(0.5)
+    tensors = [torch.full((n,), float(me + 1)) for n in (10, 1000, 70000)]
+    pg._start_coalescing(torch.device("cpu"))
+    for t in tensors:
+        dist.all_reduce(t)
+    block = pg._end_coalescing(torch.device("cpu"))
+    result = block.get_future_result()
+    early = result.done()
+    block.wait()
+    report.check("a coalesced block's result is SUCCESS, known only once its parts are",
+                 torch.tensor([result.wait(), early if me == 0 and w > 1 else False]),
+                 torch.tensor([0, False]), same_on_all_ranks=False)
+    for t in tensors:
+        report.check("the block's all_reduces", t, torch.full_like(t, w * (w + 1) / 2))
+    if me != 0:
+        time.sleep(0.5)
+    issued = time.monotonic()
+    work = dist.all_reduce(torch.ones(1 << 16), async_op=True)
+    try:
+        before = work._get_duration()
+    except RuntimeError as e:
+        before = str(e)
+    work.wait()
+    waited_ms = (time.monotonic() - issued) * 1e3
+    took = work._get_duration()
+    report.check("_get_duration: an error before the call has completed (rank 0: its peers are "
+                 "late)", torch.tensor(me != 0 or w == 1 or (
+                     isinstance(before, str) and "has not run to its end yet" in before)),
+                 torch.tensor(True), same_on_all_ranks=False)
+    report.check("_get_duration: the call's milliseconds once completed",
+                 torch.tensor(isinstance(took, float) and 0.0 < took <= waited_ms + 1.0),
+                 torch.tensor(True), same_on_all_ranks=False)
+    return report
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_a_blocks_result_and_a_calls_duration(pool, world):
+    assert_reports_pass(pool.run(results_and_durations), f"results and durations, world {world}")
+
+
 @pytest.mark.parametrize("world", WORLDS)
 def test_coalescing_manager_issues_one_task(pool, world):
     assert_reports_pass(pool.run(coalesced_all_reduces), f"coalescing, world {world}")

@@ -60,6 +60,15 @@ def bad_inputs(ctx):
     report.check_raises("all_reduce uint32",
                         lambda: dist.all_reduce(torch.ones(5, dtype=torch.uint32)),
                         ["ring", "all_reduce", "uint32", "not supported"])
+    if hasattr(dist, "gather_single"):  # torch 2.14's
+        # Every rank its own root here, so that each one fails its own check and none waits.
+        report.check_raises("gather_single output of the wrong size",
+                            lambda: dist.gather_single(torch.ones(3),
+                                                       torch.empty(3 * ctx.world + 1),
+                                                       dst=ctx.rank),
+                            ["ring: gather_single on rank", "gather_tensor has",
+                             f"but {3 * ctx.world} are expected (world size {ctx.world} x "
+                             "input's 3)"])
     # The group still works, on every rank.
     x = torch.full((1009,), float(ctx.rank + 1))
     dist.all_reduce(x)

@@ -76,6 +76,26 @@ def gather_every_root(ctx):
                         report.check(f"{dtype_name(dtype)} root {root} n={n} from {r}",
                                      gathered[r], payload(r, n, dtype, seed=root),
                                      same_on_all_ranks=False)
+                if not hasattr(dist, "gather_single"):  # torch 2.14's
+                    continue
+                # Into one tensor on the root, flat (between guard elements that must stay
+                # untouched) and stacked [world, n]: torch documents both layouts.
+                want = torch.cat([payload(r, n, dtype, seed=root) for r in range(ctx.world)])
+                guarded = payload(ctx.rank, ctx.world * n + 16, dtype, seed=99)
+                before = guarded.clone()
+                flat = guarded[8:8 + ctx.world * n]
+                dist.gather_single(mine, flat if ctx.rank == root else None, dst=root)
+                stacked = torch.empty(ctx.world, n, dtype=dtype)
+                dist.gather_single(mine, stacked if ctx.rank == root else None, dst=root)
+                if ctx.rank == root:
+                    label = f"{dtype_name(dtype)} root {root} n={n} gather_single"
+                    report.check(f"{label} flat", flat, want, same_on_all_ranks=False)
+                    report.check(f"{label} stacked", stacked.flatten(), want,
+                                 same_on_all_ranks=False)
+                report.check(f"{dtype_name(dtype)} root {root} n={n} gather_single guards",
+                             torch.cat([guarded[:8], guarded[8 + ctx.world * n:]]),
+                             torch.cat([before[:8], before[8 + ctx.world * n:]]),
+                             same_on_all_ranks=False)
     return report
 
 
