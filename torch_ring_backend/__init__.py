@@ -104,7 +104,10 @@ def straggler_report(group=None, threshold_ms=1.0, device="cpu"):
     how many collectives it issued last ("last_in"), and by how much it issued after the
     earliest rank (median_ms, p90_ms, max_ms). "stragglers" lists the ranks whose median
     lateness is at least `threshold_ms`, and "text" says it in one line. Every rank holds the
-    same report; nothing is exchanged to make it. TORCH_RING_STRAGGLER_LOG_S=N logs that line
+    same report; nothing is exchanged to make it. After a failure, "failure" (and the end of
+    "text") names the group's first failed collective on this rank and its error: a rank that
+    is gone (a dead or frozen host, a cut link) issues nothing more, so lateness alone would
+    never name it. TORCH_RING_STRAGGLER_LOG_S=N logs that line
     on rank 0 every N seconds (at TORCH_RING_DEBUG=INFO)."""
     return _ring_backend_of(group, device).straggler_report(float(threshold_ms))
 

@@ -108,6 +108,7 @@ PYBIND11_MODULE(_C, m) {
             out["threshold_ms"] = r.thresholdMs;
             out["ranks"] = ranks;
             out["stragglers"] = r.stragglers;
+            out["failure"] = r.failure;
             out["text"] = r.describe();
             return out;
           },

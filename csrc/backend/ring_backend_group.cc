@@ -354,9 +354,19 @@ c10::intrusive_ptr<c10d::Backend> RingBackend::shrink(const std::vector<int64_t>
 }
 
 StragglerReport RingBackend::stragglerReport(double thresholdMs) const {
-  std::lock_guard<std::mutex> lock(commMutex_);
-  if (!comm_) return StragglerReport{};
-  return comm_->stragglers().report(thresholdMs);
+  StragglerReport report;
+  {
+    std::lock_guard<std::mutex> lock(commMutex_);
+    if (comm_) report = comm_->stragglers().report(thresholdMs);
+  }
+  // The first failure: what every later call of the broken group only repeats.
+  for (const FlightEntry& e : recorder_.snapshot()) {
+    if (e.state == "failed") {
+      report.failure = strCat(e.collective, " #", e.seq, ": ", e.error);
+      break;
+    }
+  }
+  return report;
 }
 
 }  // namespace ring

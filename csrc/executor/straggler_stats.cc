@@ -75,6 +75,12 @@ StragglerReport StragglerStats::report(double thresholdMs) const {
 }
 
 std::string StragglerReport::describe() const {
+  std::string out = lateness();
+  if (!failure.empty()) out += strCat("; the group failed at ", failure);
+  return out;
+}
+
+std::string StragglerReport::lateness() const {
   if (collectives == 0) return "no collective of this group has been seen by every rank yet";
   if (stragglers.empty()) {
     return strCat("no rank was late by ", ms(thresholdMs), " or more (median) in the last ",

@@ -29,9 +29,18 @@ struct StragglerReport {
   double thresholdMs = 0;
   std::vector<StragglerRank> ranks;   // every rank, by rank
   std::vector<int> stragglers;        // ranks whose median lateness is at least thresholdMs
+  // The group's first failed collective on this rank and its error ("all_reduce #57: ring:
+  // rank 0 cannot continue: rank 2 ... has sent nothing for 5.0 s ..."), filled in by the
+  // backend from its flight recorder; empty while none failed. A rank that is gone (a dead or
+  // frozen host) issues nothing more, so lateness alone would never name it.
+  std::string failure;
   // "rank 3 was late in 29 of 30 collectives: by 20.1 ms (median), 20.4 ms (p90)", or
-  // "no rank was late by 1 ms or more (median) in the last 30 collectives".
+  // "no rank was late by 1 ms or more (median) in the last 30 collectives"; then, after a
+  // failure, "; the group failed at <failure>".
   std::string describe() const;
+
+ private:
+  std::string lateness() const;
 };
 
 class StragglerStats {

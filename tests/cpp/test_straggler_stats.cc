@@ -55,6 +55,13 @@ TEST(StragglerStats, TiesNameNobodyAndTheWindowForgets) {
 
 // Threads as ranks over shared memory: a rank that issues each collective 20 ms after the
 // others is seen so by every rank's communicator.
+TEST(StragglerStats, AFailureFollowsTheLateness) {
+  StragglerReport r;
+  r.failure = "all_reduce #7: rank 2 has sent nothing for 5.0 s";
+  EXPECT_EQ(r.describe(), "no collective of this group has been seen by every rank yet; the group "
+                          "failed at all_reduce #7: rank 2 has sent nothing for 5.0 s");
+}
+
 TEST(StragglerStats, TheCommunicatorsSeeALateRank) {
   using testing_support::MemoryStore;
   using testing_support::runRanks;

@@ -215,7 +215,7 @@ def liveness(shared, timeout_s, late_s):
     import json
     import torch
     import torch.distributed as dist
-    import torch_ring_backend  # noqa: F401
+    import torch_ring_backend
 
     dist.init_process_group("ring", timeout=datetime.timedelta(seconds=timeout_s))
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -245,8 +245,10 @@ def liveness(shared, timeout_s, late_s):
         error, message = type(e).__name__, str(e)
     fault = os.path.join(shared, "fault")
     since_fault = time.time() - os.path.getmtime(fault) if os.path.exists(fault) else None
+    stragglers = torch_ring_backend.straggler_report()["text"]
     result = json.dumps({"rank": rank, "error": error, "message": message,
-                         "since_fault": since_fault, "took": time.time() - start})
+                         "since_fault": since_fault, "took": time.time() - start,
+                         "stragglers": stragglers})
     # A file of its own: the ranks of a host share one output pipe with their log lines.
     with open(os.path.join(shared, f"result.{rank}.tmp"), "w") as f:
         f.write(result)

@@ -104,6 +104,10 @@ def _assert_named(r, other_ranks, other_ip):
     assert any(f"rank {p} ({other_ip}:" in m for p in other_ranks), r
     assert f"its host ({other_ip}) is down or frozen" in m, r
     assert 0 < r["since_fault"] <= NAMED_WITHIN_S, r
+    # The straggler report, which lateness alone would leave silent about a rank that is gone,
+    # ends with the same failure.
+    assert "; the group failed at all_reduce #" in r["stragglers"], r
+    assert "has sent nothing for" in r["stragglers"], r
 
 
 def test_a_cut_link_is_named_on_every_rank_within_seconds(hosts, tmp_path):
