@@ -29,9 +29,15 @@ DType toRingDType(const CheckScope& s, at::ScalarType t) {
     case at::kLong: return DType::Int64;
     case at::kByte: return DType::UInt8;
     case at::kBool: return DType::Bool;
+    case at::kUInt16: return DType::UInt16;
+    case at::kUInt32: return DType::UInt32;
+    case at::kUInt64: return DType::UInt64;
+    case at::kFloat8_e4m3fn: return DType::Float8E4M3;
+    case at::kFloat8_e5m2: return DType::Float8E5M2;
     default:
       failUsage(s, strCat("dtype ", c10::toString(t), " is not supported; supported: float32, "
-                          "float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool"));
+                          "float64, float16, bfloat16, float8_e4m3fn, float8_e5m2, int8, int16, "
+                          "int32, int64, uint8, uint16, uint32, uint64, bool"));
   }
 }
 
@@ -67,10 +73,12 @@ RedOp toRingOp(const CheckScope& s, const c10d::ReduceOp& op, at::ScalarType t, 
   }
   DType d = toRingDType(s, t);
   if (!opSupported(d, r)) {
-    failUsage(s, strCat("reduce op ", redOpName(r), " is not defined for dtype ", dtypeName(d),
-                        isFloating(d) ? " (bitwise ops need an integer or bool tensor)"
+    const char* why = isFloating(d) ? " (bitwise ops need an integer or bool tensor)"
+                      : isUnsigned(d) ? " (PREMUL_SUM's real factor may be negative, which no "
+                                        "unsigned value holds; scale the tensor first and use SUM)"
                                       : " (AVG and PREMUL_SUM scale values, and a bool cannot "
-                                        "hold the result)"));
+                                        "hold the result)";
+    failUsage(s, strCat("reduce op ", redOpName(r), " is not defined for dtype ", dtypeName(d), why));
   }
   return r;
 }

@@ -6,17 +6,22 @@ size_t elementSize(DType t) {
   switch (t) {
     case DType::Float64:
     case DType::Int64:
+    case DType::UInt64:
       return 8;
     case DType::Float32:
     case DType::Int32:
+    case DType::UInt32:
       return 4;
     case DType::Float16:
     case DType::BFloat16:
     case DType::Int16:
+    case DType::UInt16:
       return 2;
     case DType::Int8:
     case DType::UInt8:
     case DType::Bool:
+    case DType::Float8E4M3:
+    case DType::Float8E5M2:
       return 1;
     default:
       return 0;
@@ -24,8 +29,12 @@ size_t elementSize(DType t) {
 }
 
 const char* dtypeName(DType t) {
-  static const char* names[] = {"float32", "float64", "float16", "bfloat16", "int8",
-                                "int16",   "int32",   "int64",   "uint8",    "bool"};
+  static const char* names[] = {"float32", "float64", "float16",       "bfloat16",
+                                "int8",    "int16",   "int32",         "int64",
+                                "uint8",   "bool",    "uint16",        "uint32",
+                                "uint64",  "float8_e4m3fn", "float8_e5m2"};
+  static_assert(sizeof names / sizeof names[0] == static_cast<size_t>(DType::kCount),
+                "a name for every DType");
   auto i = static_cast<size_t>(t);
   return i < static_cast<size_t>(DType::kCount) ? names[i] : "unknown-dtype";
 }
@@ -47,7 +56,11 @@ const char* collectiveName(Collective c) {
 
 bool isFloating(DType t) {
   return t == DType::Float32 || t == DType::Float64 || t == DType::Float16 ||
-         t == DType::BFloat16;
+         t == DType::BFloat16 || t == DType::Float8E4M3 || t == DType::Float8E5M2;
+}
+
+bool isUnsigned(DType t) {
+  return t == DType::UInt8 || t == DType::UInt16 || t == DType::UInt32 || t == DType::UInt64;
 }
 
 bool opSupported(DType t, RedOp op) {
@@ -58,8 +71,12 @@ bool opSupported(DType t, RedOp op) {
     case RedOp::Max:
       return true;  // on bool: SUM = OR, PRODUCT = AND, MAX = OR, MIN = AND (as NCCL maps them)
     case RedOp::Avg:
-    case RedOp::PreMulSum:
       return t != DType::Bool;  // an average of truth values has no bool representation
+    case RedOp::PreMulSum:
+      // A real factor times an unsigned value has no unsigned result when the factor is
+      // negative, so the wider unsigned types refuse it (NCCL's factor has the tensor's own
+      // type; torch passes a double). uint8 keeps the rule it has had since the first release.
+      return t != DType::Bool && (t == DType::UInt8 || !isUnsigned(t));
     case RedOp::BAnd:
     case RedOp::BOr:
     case RedOp::BXor:

@@ -18,6 +18,12 @@ enum class DType : uint8_t {
   Int64,
   UInt8,
   Bool,
+  // Added after the first ten so that their numbers (in every message's fingerprint) stay.
+  UInt16,
+  UInt32,
+  UInt64,
+  Float8E4M3,  // torch.float8_e4m3fn: no infinity, one NaN pattern per sign
+  Float8E5M2,  // torch.float8_e5m2: IEEE-like, with infinities
   kCount
 };
 
@@ -54,6 +60,7 @@ const char* redOpName(RedOp op);
 const char* collectiveName(Collective c);
 
 bool isFloating(DType t);
+bool isUnsigned(DType t);
 
 // Whether `op` means something for `t` (e.g. BAND on float does not). Pairs that return false
 // are refused before any communication.

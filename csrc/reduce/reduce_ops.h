@@ -2,8 +2,9 @@
 // once for host and device. The CPU executor calls them through a type-erased table
 // (reduce_table.h); the CUDA kernels instantiate them directly.
 //
-// 16-bit floats are widened to float, combined, and rounded once: the same result as the
-// native half / bfloat16 arithmetic of a GPU. Bool is stored as one byte holding 0 or 1; SUM
+// 16- and 8-bit floats are widened to float, combined, and rounded once: the same result as the
+// native half / bfloat16 arithmetic of a GPU (float8: float8_bits.h says how it rounds).
+// Unsigned integers wrap around modulo 2^bits, as C's unsigned arithmetic does. Bool is stored as one byte holding 0 or 1; SUM
 // and MAX on bool mean OR, PRODUCT and MIN mean AND (as NCCL maps them).
 #pragma once
 
@@ -12,6 +13,7 @@
 
 #include "common/hostdevice.h"
 #include "common/types.h"
+#include "reduce/float8_bits.h"
 #include "reduce/half_bits.h"
 
 namespace ring {
@@ -28,19 +30,30 @@ template <> struct StorageOf<DType::Int32> { using type = int32_t; };
 template <> struct StorageOf<DType::Int64> { using type = int64_t; };
 template <> struct StorageOf<DType::UInt8> { using type = uint8_t; };
 template <> struct StorageOf<DType::Bool> { using type = uint8_t; };
+template <> struct StorageOf<DType::UInt16> { using type = uint16_t; };
+template <> struct StorageOf<DType::UInt32> { using type = uint32_t; };
+template <> struct StorageOf<DType::UInt64> { using type = uint64_t; };
+template <> struct StorageOf<DType::Float8E4M3> { using type = Float8E4M3; };
+template <> struct StorageOf<DType::Float8E5M2> { using type = Float8E5M2; };
 
 // The type arithmetic is done in, and conversions to and from storage.
 template <typename T> struct Arith { using type = T; };
 template <> struct Arith<Half> { using type = float; };
 template <> struct Arith<BFloat16> { using type = float; };
+template <> struct Arith<Float8E4M3> { using type = float; };
+template <> struct Arith<Float8E5M2> { using type = float; };
 
 template <typename T> RING_HOST_DEVICE typename Arith<T>::type widen(T v) { return v; }
 RING_HOST_DEVICE float widen(Half v) { return toFloat(v); }
 RING_HOST_DEVICE float widen(BFloat16 v) { return toFloat(v); }
+RING_HOST_DEVICE float widen(Float8E4M3 v) { return toFloat(v); }
+RING_HOST_DEVICE float widen(Float8E5M2 v) { return toFloat(v); }
 
 template <typename T> RING_HOST_DEVICE T narrow(typename Arith<T>::type v) { return static_cast<T>(v); }
 template <> RING_HOST_DEVICE Half narrow<Half>(float v) { return toHalf(v); }
 template <> RING_HOST_DEVICE BFloat16 narrow<BFloat16>(float v) { return toBFloat16(v); }
+template <> RING_HOST_DEVICE Float8E4M3 narrow<Float8E4M3>(float v) { return toFloat8E4M3(v); }
+template <> RING_HOST_DEVICE Float8E5M2 narrow<Float8E5M2>(float v) { return toFloat8E5M2(v); }
 
 // Binary combine for one (dtype, op). AVG and PREMUL_SUM combine as SUM; their scaling is a
 // separate pre/post step (scaleElements / divideElements).
@@ -155,8 +168,9 @@ RING_HOST_DEVICE void scaleRange(void* out, const void* in, double factor, int64
 
 // Calls fn.template operator()<D, Op>() for the runtime pair; the single list of
 // instantiations shared by the CPU table and the CUDA launcher.
-#define RING_FOR_EACH_DTYPE(X) \
-  X(Float32) X(Float64) X(Float16) X(BFloat16) X(Int8) X(Int16) X(Int32) X(Int64) X(UInt8) X(Bool)
+#define RING_FOR_EACH_DTYPE(X)                                                                \
+  X(Float32) X(Float64) X(Float16) X(BFloat16) X(Int8) X(Int16) X(Int32) X(Int64) X(UInt8) X(Bool) \
+  X(UInt16) X(UInt32) X(UInt64) X(Float8E4M3) X(Float8E5M2)
 #define RING_FOR_EACH_OP(X) \
   X(Sum) X(Avg) X(Product) X(Min) X(Max) X(BAnd) X(BOr) X(BXor) X(PreMulSum)
 

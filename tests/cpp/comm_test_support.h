@@ -74,6 +74,12 @@ inline void storeElement(DType t, void* buffer, int64_t i, double v) {
     case DType::Int64: put(static_cast<int64_t>(v)); break;
     case DType::UInt8: put(static_cast<uint8_t>(v)); break;
     case DType::Bool: put(static_cast<uint8_t>(v != 0)); break;
+    // Through int64: a negative value wraps into the unsigned type, as torch's cast does.
+    case DType::UInt16: put(static_cast<uint16_t>(static_cast<int64_t>(v))); break;
+    case DType::UInt32: put(static_cast<uint32_t>(static_cast<int64_t>(v))); break;
+    case DType::UInt64: put(static_cast<uint64_t>(static_cast<int64_t>(v))); break;
+    case DType::Float8E4M3: put(ref::float8Bits(static_cast<float>(v), ref::kE4M3)); break;
+    case DType::Float8E5M2: put(ref::float8Bits(static_cast<float>(v), ref::kE5M2)); break;
     default: break;
   }
 }

@@ -123,6 +123,8 @@ std::vector<char> inputFor(const EmulatedCase& c, int world, uint64_t id, int ra
       case DType::Float64:
       case DType::Float16:
       case DType::BFloat16:
+      case DType::Float8E4M3:
+      case DType::Float8E5M2:
         storeElement(c.dtype, at, 0, v);  // rounds to the dtype, as a tensor's values are
         break;
       case DType::Bool:

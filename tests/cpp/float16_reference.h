@@ -65,5 +65,44 @@ inline double bfloat16Value(uint16_t bits) {
   return sign * std::ldexp(128.0 + m, e - 134);
 }
 
+// The 8-bit floats of torch, from their definitions: e4m3fn (4 exponent bits, bias 7, 3
+// mantissa bits; no infinity, S.1111.111 is NaN, so the largest finite is 448) and e5m2 (IEEE
+// style: bias 15, 2 mantissa bits, largest finite 57344). Narrowing as torch 2.13+ casts a float:
+// e4m3fn saturates (infinity too), e5m2 overflows to infinity.
+struct Float8Spec {
+  int mantissaBits, bias;
+  double largestFinite;
+  bool saturates;
+};
+inline constexpr Float8Spec kE4M3{3, 7, 448.0, true};
+inline constexpr Float8Spec kE5M2{2, 15, 57344.0, false};
+
+inline double float8Value(uint8_t bits, const Float8Spec& s) {
+  const double sign = (bits & 0x80) ? -1.0 : 1.0;
+  const int e = (bits & 0x7f) >> s.mantissaBits, m = bits & ((1 << s.mantissaBits) - 1);
+  const int top = 0x7f >> s.mantissaBits;
+  if (s.saturates && (bits & 0x7f) == 0x7f) return NAN;
+  if (!s.saturates && e == top) return m ? NAN : sign * INFINITY;
+  if (e == 0) return sign * std::ldexp(m, 1 - s.bias - s.mantissaBits);
+  return sign * std::ldexp((1 << s.mantissaBits) + m, e - s.bias - s.mantissaBits);
+}
+
+// The pattern of a value: found among the 256 by its decoded value, not computed by bit tricks.
+inline uint8_t float8Pattern(double v, const Float8Spec& s) {
+  for (int b = 0; b < 256; ++b) {
+    const double x = float8Value(static_cast<uint8_t>(b), s);
+    if (x == v && std::signbit(x) == std::signbit(v)) return static_cast<uint8_t>(b);
+  }
+  return 0x7f;  // NaN (callers compare NaN-ness only)
+}
+
+inline uint8_t float8Bits(float f, const Float8Spec& s) {
+  if (std::isnan(f)) return std::signbit(f) ? 0xff : 0x7f;
+  const double sign = std::signbit(f) ? -1.0 : 1.0;
+  double v = std::isinf(f) ? INFINITY : roundToFormat(f, s.mantissaBits, 1 - s.bias);
+  if (v > s.largestFinite) v = s.saturates ? s.largestFinite : INFINITY;
+  return float8Pattern(sign * v, s);
+}
+
 }  // namespace ref
 }  // namespace ring

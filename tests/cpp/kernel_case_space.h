@@ -18,10 +18,11 @@ namespace testing_support {
 
 inline constexpr Collective kKinds[] = {Collective::AllReduce, Collective::ReduceScatter,
                                         Collective::AllGather, Collective::Broadcast};
-inline constexpr DType kDTypes[] = {DType::Float32, DType::Float64, DType::Float16,
-                                    DType::BFloat16, DType::Int8,   DType::Int16,
-                                    DType::Int32,   DType::Int64,   DType::UInt8,
-                                    DType::Bool};
+inline constexpr DType kDTypes[] = {DType::Float32,    DType::Float64,   DType::Float16,
+                                    DType::BFloat16,   DType::Int8,      DType::Int16,
+                                    DType::Int32,      DType::Int64,     DType::UInt8,
+                                    DType::Bool,       DType::UInt16,    DType::UInt32,
+                                    DType::UInt64,     DType::Float8E4M3, DType::Float8E5M2};
 inline constexpr RedOp kOps[] = {RedOp::Sum, RedOp::Avg, RedOp::Product,
                                  RedOp::Min, RedOp::Max, RedOp::BAnd,
                                  RedOp::BOr, RedOp::BXor, RedOp::PreMulSum};

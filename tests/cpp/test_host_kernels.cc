@@ -122,9 +122,9 @@ TEST(HostKernelCases, TheSelectionCoversEveryValueOfEveryDimension) {
   for (DType t : kDTypes) {
     for (RedOp op : kOps) reducingPairs += opSupported(t, op) ? 1 : 0;
   }
-  EXPECT_EQ(combos.size(), static_cast<size_t>(2 * reducingPairs + 2 * 10));
+  EXPECT_EQ(combos.size(), static_cast<size_t>(2 * reducingPairs + 2 * 15));
   EXPECT_EQ(kinds.size(), 4u);
-  EXPECT_EQ(dtypes.size(), 10u);
+  EXPECT_EQ(dtypes.size(), 15u);
   EXPECT_EQ(ops.size(), 9u);
   EXPECT_EQ(worlds, (std::set<int>{1, 2, 3, 4, 5}));
   EXPECT_EQ(channels, (std::set<int>{1, 2, 3, 4}));
@@ -167,6 +167,12 @@ void fillInput(DType t, RedOp op, char* data, int64_t count, uint64_t id, int ra
         std::memcpy(at, &b, 2);
         break;
       }
+      case DType::Float8E4M3:
+        *at = static_cast<char>(ref::float8Bits(static_cast<float>(v), ref::kE4M3));
+        break;
+      case DType::Float8E5M2:
+        *at = static_cast<char>(ref::float8Bits(static_cast<float>(v), ref::kE5M2));
+        break;
       case DType::Bool:
         *at = static_cast<char>(h & 1);
         break;
