@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "backend/fr_dump.h"
+#include "backend/sparse_all_reduce.h"
 #include "backend/tensor_checks.h"
 #include "common/env.h"
 #include "common/errors.h"
@@ -159,6 +160,17 @@ c10::intrusive_ptr<c10d::Work> RingBackend::run(const CheckScope& s, HostCall ca
 c10::intrusive_ptr<c10d::Work> RingBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                       const c10d::AllreduceOptions& opts) {
   CheckScope s{"all_reduce", rank_, size_};
+  if (tensors.size() == 1 && tensors[0].defined() && tensors[0].is_sparse()) {
+    const at::Tensor sparse = tensors[0];
+    const DType d = checkSparseAllReduce(s, sparse, opts.reduceOp);
+    return run(s, {c10d::OpType::_ALLREDUCE_SPARSE,
+                   strCat("sparse ", shapeString(sparse), ", ", sparse._nnz(), " nonzeros of ",
+                          dtypeName(d), ", op SUM"),
+                   {sparse}, {sparse}, opts.timeout,
+                   [this, d](const CallInfo& c, const Tensors&, const Tensors& out) {
+                     sparseAllReduce(*comm_, c, out[0], d);
+                   }});
+  }
   checkSingle(s, tensors, "input");
   const at::Tensor t = tensors[0];
   double factor = 1.0;

@@ -660,6 +660,16 @@ MUTANTS = [
            "return t != DType::Bool;", "cpp", "ReduceOps.WideUnsigned*", quick=True,
            why="a negative PREMUL_SUM factor converts to uint64 (undefined in C++) instead of "
                "being refused"),
+    # Sparse all_reduce (backend/sparse_all_reduce.cc).
+    Mutant("sparse_padding_summed_in", "csrc/backend/sparse_all_reduce.cc",
+           "const int64_t count = all[r * kHeader + kNonzeros];", "const int64_t count = widest;",
+           "py", "tests/python/test_sparse_all_reduce.py -x -q -k gloos_result",
+           why="the zeros that pad a rank's part to the widest become entries of the sum: indices "
+               "gloo's result does not have"),
+    Mutant("sparse_shapes_not_compared", "csrc/backend/sparse_all_reduce.cc",
+           "    if (!sameShape(theirs, h)) {", "    if (false) {", "py",
+           "tests/python/test_sparse_all_reduce.py -x -q -k refuses",
+           why="ranks with sparse tensors of different shapes sum them anyway, silently"),
     Mutant("avx2_build_never_served", "csrc/reduce/reduce_table.cc",
            "  return f16c && __builtin_cpu_supports(\"avx2\");", "  return false;", "cpp",
            "ReduceOps.Avx2BuildServes*",
