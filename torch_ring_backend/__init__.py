@@ -61,6 +61,10 @@ def _create_backend(dist_backend_opts, pg_options):
             options._timeout = pg_options._timeout
     options.group_name = str(group_id)
     options.global_ranks_in_group = list(getattr(dist_backend_opts, "global_ranks_in_group", []))
+    if getattr(dist_backend_opts, "enable_reconfigure", False):
+        if not hasattr(options, "enable_reconfigure"):
+            raise RuntimeError("ring: enable_reconfigure needs a build against torch 2.14 or later")
+        options.enable_reconfigure = True
     return _C.RingBackend(dist_backend_opts.store, dist_backend_opts.group_rank,
                           dist_backend_opts.group_size, options)
 

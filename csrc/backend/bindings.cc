@@ -37,7 +37,12 @@ PYBIND11_MODULE(_C, m) {
            py::arg("slot_bytes") = 0, py::arg("slots") = 0)
       .def_readwrite("transport", &ring::RingOptions::transport)
       .def_readwrite("slot_bytes", &ring::RingOptions::slotBytes)
-      .def_readwrite("slots", &ring::RingOptions::slots);
+      .def_readwrite("slots", &ring::RingOptions::slots)
+#ifdef C10D_BACKEND_HAS_RECONFIGURE
+      // torch 2.14's enable_reconfigure: no links until dist._reconfigure names the members.
+      .def_readwrite("enable_reconfigure", &ring::RingOptions::enable_reconfigure)
+#endif
+      ;
 
   py::class_<ring::RingBackend, c10d::Backend, c10::intrusive_ptr<ring::RingBackend>>(
       m, "RingBackend")

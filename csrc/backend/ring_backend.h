@@ -167,6 +167,14 @@ class RingBackend : public c10d::Backend {
   // init_process_group(device_id=cuda:N): sets up the CUDA ring now rather than on first use.
   void eagerConnectSingleDevice(at::Device device) override;
 
+#ifdef C10D_BACKEND_HAS_RECONFIGURE
+  // torch 2.14's fault-tolerance API (dist._reconfigure): the same group object over a new
+  // membership, with fresh links (ring_backend_reconfigure.cc).
+  bool supportsReconfigure() const override { return true; }
+  c10d::ReconfigureHandle get_reconfigure_handle() const override;
+  c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions& opts) override;
+#endif
+
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
   void abort() override;
@@ -183,6 +191,13 @@ class RingBackend : public c10d::Backend {
 
  private:
   std::chrono::milliseconds effectiveTimeout(std::chrono::milliseconds t) const;
+  // Links this rank to the group's others through `store` (collective), and the queue that runs
+  // calls over them: the constructor's set-up, and reconfigure()'s for a new membership.
+  void connect(const c10::intrusive_ptr<c10d::Store>& store, std::chrono::milliseconds timeout);
+  // Ends this membership's calls and closes its links (shutdown, reconfigure).
+  void disconnect();
+  // Refuses a call before the group has members (enable_reconfigure=True, no reconfigure yet).
+  void checkConnected(const CheckScope& s) const;
   // After every call: the completion hook, and the kind of the last failure.
   void finished(c10d::OpType type, uint64_t seq, std::chrono::steady_clock::time_point start,
                 std::chrono::steady_clock::time_point end, const std::exception_ptr& error);
@@ -215,6 +230,10 @@ class RingBackend : public c10d::Backend {
   std::atomic<int> lastError_{0};  // c10d::ErrorType
   std::atomic<uint64_t> monitoredBarriers_{0};
   std::atomic<int> shrinks_{0};
+  // Who this process is across reconfigurations: its global rank when the group was made.
+  int64_t stableRank_ = 0;
+  // The uuid of the last reconfigure() (-1: none), which a reconfigure handle carries.
+  int64_t reconfigureUuid_ = -1;
   std::mutex hookMutex_;
   // The registered completion hook's thread; set once (never unset) under hookMutex_, then
   // published by hasHook_: finished() runs after every call and looks no further without one.

@@ -52,6 +52,7 @@ void RingBackend::setUpCudaLocked(const CheckScope& s, const at::Device& device)
 CudaCollectives* RingBackend::kernelPath(const CheckScope& s, const at::Tensor& t,
                                          std::chrono::milliseconds timeout) {
   if (!t.is_cuda()) return nullptr;
+  checkConnected(s);
   beforeCudaCollective(s, t.device(), timeout);
   std::lock_guard<std::mutex> lock(cudaMutex_);
   std::optional<at::Device> bound = getBoundDeviceId();

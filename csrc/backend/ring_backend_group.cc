@@ -45,24 +45,40 @@ RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
       groupName_(options->group_name.empty() ? "default" : options->group_name),
       c10dStore_(store),
       options_(std::move(options)) {
+  stableRank_ = globalRanks()[static_cast<size_t>(rank)];
+#ifdef C10D_BACKEND_HAS_RECONFIGURE
+  if (options_->enable_reconfigure) {
+    // torch's fault-tolerance regime: no links until reconfigure() names the members.
+    LogScope logScope(rank, groupName_);
+    RING_LOG(kLogInfo, "created for reconfigure(): no links until it is called");
+    registerGroupForDumps(this);
+    return;
+  }
+#endif
+  connect(store, options_->timeout);
+  registerGroupForDumps(this);
+}
+
+void RingBackend::connect(const c10::intrusive_ptr<c10d::Store>& store,
+                          std::chrono::milliseconds timeout) {
   CommOptions opts;
-  opts.timeout = options_->timeout;
+  opts.timeout = timeout;
   opts.groupName = groupName_;
   opts.transport = options_->transport;
   opts.slotBytes = options_->slotBytes;
   opts.slots = options_->slots;
-  LogScope logScope(rank, groupName_);
+  LogScope logScope(rank_, groupName_);
   try {
     store_ = std::make_unique<TorchStore>(store);
-    setupKeys_ = std::make_unique<SetupKeys>(*store_, rank, size);
+    setupKeys_ = std::make_unique<SetupKeys>(*store_, rank_, size_);
     try {
       RING_LOG(kLogInfo, "set-up number ", setupKeys_->incarnation(), " of this group on its store");
       // Inside this try: a bad knob on one rank must end the others' set-up too.
       recorder_.setCapacity(env().flightRecorderEntries);
-      armFlightRecorderDumpOnSignal(static_cast<int>(globalRanks()[static_cast<size_t>(rank)]));
-      comm_ = std::make_unique<Communicator>(*setupKeys_, rank, size, opts);
+      armFlightRecorderDumpOnSignal(static_cast<int>(globalRanks()[static_cast<size_t>(rank_)]));
+      comm_ = std::make_unique<Communicator>(*setupKeys_, rank_, size_, opts);
     } catch (const std::exception& e) {
-      reportSetupFailure(*setupKeys_, rank, e.what());
+      reportSetupFailure(*setupKeys_, rank_, e.what());
       throw;
     }
   } catch (const CommError& e) {
@@ -71,12 +87,19 @@ RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
     TORCH_CHECK(false, e.what());
   }
   queue_ = WorkQueue::make(
-      rank, groupName_, *comm_, recorder_,
+      rank_, groupName_, *comm_, recorder_,
       [this](c10d::OpType type, uint64_t seq, std::chrono::steady_clock::time_point start,
              std::chrono::steady_clock::time_point end, const std::exception_ptr& error) {
         finished(type, seq, start, end, error);
       });
-  registerGroupForDumps(this);
+}
+
+void RingBackend::checkConnected(const CheckScope& s) const {
+  if (!queue_) {
+    failUsage(s, strCat("group '", groupName_, "' was created with enable_reconfigure=True and "
+                        "has no members yet: call torch.distributed._reconfigure(uuid, handles) "
+                        "on every member first"));
+  }
 }
 
 RingBackend::~RingBackend() {
@@ -109,6 +132,12 @@ std::vector<int64_t> RingBackend::globalRanks() const {
 }
 
 void RingBackend::shutdown() {
+  disconnect();
+  std::lock_guard<std::mutex> commLock(commMutex_);
+  c10dStore_.reset();
+}
+
+void RingBackend::disconnect() {
   LogScope logScope(rank_, groupName_);
   // Queued collectives still run (each bounded by its timeout) so that their Works complete.
   if (queue_) queue_->stop();
@@ -137,7 +166,6 @@ void RingBackend::shutdown() {
   comm_.reset();
   setupKeys_.reset();
   store_.reset();
-  c10dStore_.reset();
 }
 
 void RingBackend::abort() {
@@ -298,6 +326,9 @@ c10::intrusive_ptr<RingOptions> childOptions(const c10::intrusive_ptr<c10d::Back
     return c10::make_intrusive<RingOptions>(*ours);
   }
   auto child = c10::make_intrusive<RingOptions>(parent);
+#ifdef C10D_BACKEND_HAS_RECONFIGURE
+  child->enable_reconfigure = false;  // a child is set up now, over the parent's members
+#endif
   if (given) {
     if (given->timeout.count() > 0) child->timeout = given->timeout;
     child->group_name = given->group_name;

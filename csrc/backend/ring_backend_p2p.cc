@@ -36,6 +36,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::pointToPoint(bool isSend, at::Tensor
                                                          int tag, const char* name) {
   LogScope logScope(rank_, groupName_);
   CheckScope s{name, rank_, size_};
+  checkConnected(s);
   if (peer != -1) {
     checkRoot(s, peer, isSend ? "destination rank" : "source rank");
     if (peer == rank_) failUsage(s, strCat("rank ", rank_, " cannot ", name, " itself"));

@@ -670,6 +670,17 @@ MUTANTS = [
            "    if (!sameShape(theirs, h)) {", "    if (false) {", "py",
            "tests/python/test_sparse_all_reduce.py -x -q -k refuses",
            why="ranks with sparse tensors of different shapes sum them anyway, silently"),
+    # torch 2.14's reconfigure (backend/ring_backend_reconfigure.cc).
+    Mutant("reconfigure_keeps_the_old_size", "csrc/backend/ring_backend_reconfigure.cc",
+           "  size_ = newSize;\n", "", "py", "tests/python/test_reconfigure.py -x -q",
+           why="after a reconfigure torch still sees the old world size (get_world_size, the "
+               "links' count)"),
+    Mutant("reconfigure_uuid_never_claimed", "csrc/backend/ring_backend_reconfigure.cc",
+           "  if (newRank == 0) {\n    const std::string claimedBy",
+           "  if (false) {\n    const std::string claimedBy", "py",
+           "tests/python/test_reconfigure.py -x -q",
+           why="a reused uuid is not refused: the members meet among the stale keys of an "
+               "earlier membership"),
     Mutant("avx2_build_never_served", "csrc/reduce/reduce_table.cc",
            "  return f16c && __builtin_cpu_supports(\"avx2\");", "  return false;", "cpp",
            "ReduceOps.Avx2BuildServes*",
