@@ -67,6 +67,9 @@ PYBIND11_MODULE(_C, m) {
       .def("perform_nocolor_split", [](ring::RingBackend&, const at::Device&) {},
            py::arg("device"))
       .def_property_readonly("group_name", &ring::RingBackend::groupName)
+      // What torch.distributed._time_estimator calls on a backend that supports it.
+      .def("_start_time_estimate", &ring::RingBackend::startTimeEstimate)
+      .def("_end_time_estimate", &ring::RingBackend::endTimeEstimate)
       .def(
           "flight_recorder",
           [](const ring::RingBackend& self) {

@@ -124,6 +124,7 @@ c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, H
 c10::intrusive_ptr<c10d::Work> RingBackend::run(const CheckScope& s, HostCall call) {
   LogScope logScope(rank_, groupName_);
   checkConnected(s);
+  if (estimating_.load(std::memory_order_relaxed)) return estimated(call);
   if (!anyCuda(call.inputs) && !anyCuda(call.outputs)) {
     if (coalescer_.active()) return coalescer_.hold(rank_, s.collective, std::move(call));
     return push(s.collective, seq_++, std::move(call), nullptr, /*callerMayRun=*/true);

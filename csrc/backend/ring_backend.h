@@ -175,6 +175,18 @@ class RingBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions& opts) override;
 #endif
 
+  // torch.distributed._time_estimator: between start and end, collectives move nothing and
+  // complete at once, and their expected times (executor/call_estimate.h) add up; end returns
+  // the sum in microseconds, as ProcessGroupNCCL's does (ring_backend_estimate.cc).
+  bool supportsTimeEstimation() const override { return true; }
+#if RING_TORCH_AT_LEAST(2, 15)
+  void startTimeEstimate() override;  // torch 2.15 declares both on c10d::Backend
+  float endTimeEstimate() override;
+#else
+  void startTimeEstimate();
+  float endTimeEstimate();
+#endif
+
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
   void abort() override;
@@ -198,6 +210,8 @@ class RingBackend : public c10d::Backend {
   void disconnect();
   // Refuses a call before the group has members (enable_reconfigure=True, no reconfigure yet).
   void checkConnected(const CheckScope& s) const;
+  // A call made while estimating: its expected time added up, a completed Work returned.
+  c10::intrusive_ptr<c10d::Work> estimated(const HostCall& call);
   // After every call: the completion hook, and the kind of the last failure.
   void finished(c10d::OpType type, uint64_t seq, std::chrono::steady_clock::time_point start,
                 std::chrono::steady_clock::time_point end, const std::exception_ptr& error);
@@ -234,6 +248,11 @@ class RingBackend : public c10d::Backend {
   int64_t stableRank_ = 0;
   // The uuid of the last reconfigure() (-1: none), which a reconfigure handle carries.
   int64_t reconfigureUuid_ = -1;
+  // Between startTimeEstimate and endTimeEstimate: calls are priced, not run. Read by every
+  // call's thread, so atomic; the sum under its mutex (calls may come from several threads).
+  std::atomic<bool> estimating_{false};
+  std::mutex estimateMutex_;
+  double estimatedSeconds_ = 0;
   std::mutex hookMutex_;
   // The registered completion hook's thread; set once (never unset) under hookMutex_, then
   // published by hasHook_: finished() runs after every call and looks no further without one.

@@ -51,7 +51,8 @@ void RingBackend::setUpCudaLocked(const CheckScope& s, const at::Device& device)
 
 CudaCollectives* RingBackend::kernelPath(const CheckScope& s, const at::Tensor& t,
                                          std::chrono::milliseconds timeout) {
-  if (!t.is_cuda()) return nullptr;
+  // While estimating, run() prices the call: no kernel is launched.
+  if (!t.is_cuda() || estimating_.load(std::memory_order_relaxed)) return nullptr;
   checkConnected(s);
   beforeCudaCollective(s, t.device(), timeout);
   std::lock_guard<std::mutex> lock(cudaMutex_);

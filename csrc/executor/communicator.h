@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/types.h"
+#include "executor/call_estimate.h"
 #include "executor/plan_choice.h"
 #include "executor/straggler_stats.h"
 #include "schedule/host_layout.h"
@@ -133,6 +134,10 @@ class Communicator {
   // an all_gather or reduce_scatter), chosen in one place: chooseCallPlan (plan_choice.h).
   CallPlan planOf(Collective k, int64_t bytes) const {
     return chooseCallPlan(plans_, layout_, k, bytes);
+  }
+  // What such a call is expected to take, in seconds (executor/call_estimate.h).
+  double estimatedSeconds(Collective k, int64_t bytes) const {
+    return estimateCallSeconds(plans_, layout_, k, bytes);
   }
   // Its algorithm: an all_reduce (Algorithm::Direct, Ring, HierRing, HierRd, HierRadix or
   // HierDirect), an all_gather (Direct, Ring, HierRing or HierDirect), a reduce_scatter (Ring,

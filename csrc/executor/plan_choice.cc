@@ -75,8 +75,8 @@ bool allRoundsOfTwo(const RadixSchedule& r) {
   return true;
 }
 
-// The layout as the ring prices see it: on hosts of unequal size the largest host, whose
-// shared-memory phases and shared network link take longest.
+}  // namespace
+
 RingShape shapeOf(const PlanSettings& s, const HostLayout& layout) {
   RingShape shape;
   shape.hosts = layout.hosts();
@@ -89,6 +89,8 @@ RingShape shapeOf(const PlanSettings& s, const HostLayout& layout) {
   shape.slotBytes = static_cast<double>(s.slotBytes);
   return shape;
 }
+
+namespace {
 
 CallPlan withRounds(Algorithm a, RadixSchedule rounds) {
   CallPlan c;

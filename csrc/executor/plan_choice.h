@@ -99,6 +99,10 @@ inline bool directInsideOneHost(const PlanSettings& s, int64_t bytes) {
          bytes * (s.ranks - 1) <= s.directBytes;
 }
 
+// The layout as the ring prices see it: on hosts of unequal size the largest host, whose
+// shared-memory phases and shared network link take longest.
+RingShape shapeOf(const PlanSettings& s, const HostLayout& layout);
+
 // chooseCallPlan past the direct round inside one host.
 CallPlan choosePlanPastDirect(const PlanSettings& s, const HostLayout& layout, Collective k,
                               int64_t bytes);

@@ -681,6 +681,16 @@ MUTANTS = [
            "tests/python/test_reconfigure.py -x -q",
            why="a reused uuid is not refused: the members meet among the stale keys of an "
                "earlier membership"),
+    # torch's _time_estimator (backend/ring_backend_estimate.cc).
+    Mutant("estimated_call_runs_anyway", "csrc/backend/ring_backend.cc",
+           "  if (estimating_.load(std::memory_order_relaxed)) return estimated(call);\n", "",
+           "py", "tests/python/test_time_estimate.py -x -q",
+           why="a call inside the estimator moves data (and is recorded) instead of being priced"),
+    Mutant("estimate_in_seconds", "csrc/backend/ring_backend_estimate.cc",
+           "  return static_cast<float>(estimatedSeconds_ * 1e6);",
+           "  return static_cast<float>(estimatedSeconds_);", "py",
+           "tests/python/test_time_estimate.py -x -q",
+           why="the estimate comes back in seconds where torch (as NCCL) reads microseconds"),
     Mutant("avx2_build_never_served", "csrc/reduce/reduce_table.cc",
            "  return f16c && __builtin_cpu_supports(\"avx2\");", "  return false;", "cpp",
            "ReduceOps.Avx2BuildServes*",
