@@ -31,6 +31,24 @@ def digest(model):
     return hashlib.sha256(flat.numpy().tobytes()).hexdigest()[:16]
 
 
+def resume_together(model, step):
+    """The step the survivors go on from, and its parameters on every one of them.
+
+    Why: the survivors need not fail in the same step. The death breaks the group, and a rank
+    still waiting at the end of the previous step's last all_reduce (for data from a live peer)
+    fails there too, while the others completed it and moved on. So they agree on the furthest
+    step any of them reached, and the lowest rank that reached it sends its parameters (SGD
+    keeps no other state) to the rest."""
+    furthest = torch.tensor([step], dtype=torch.int64)
+    dist.all_reduce(furthest, op=dist.ReduceOp.MAX)
+    holder = torch.tensor([dist.get_rank() if step == int(furthest) else dist.get_world_size()],
+                          dtype=torch.int64)
+    dist.all_reduce(holder, op=dist.ReduceOp.MIN)
+    for p in model.parameters():
+        dist.broadcast(p.data, src=int(holder))
+    return int(furthest)
+
+
 def rank_main(rank, args, port, results):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(args.nproc), TORCH_RING_TRANSPORT=args.transport)
@@ -58,6 +76,8 @@ def rank_main(rank, args, port, results):
             dist.shrink_group([args.kill_rank], shrink_flags=flags)
             events[-1]["world_after"] = dist.get_world_size()
             events[-1]["rank_after"] = dist.get_rank()
+            step = resume_together(model, step)
+            events[-1]["resumed_at"] = step
             continue
         opt.step()
         step += 1
@@ -97,7 +117,8 @@ def main(argv=None):
     for r in survivors:
         for e in r["events"]:
             print(f"[rank {r['rank']}] step {e['step']}: {e['error']}")
-            print(f"[rank {r['rank']}] shrank to rank {e['rank_after']} of {e['world_after']}")
+            print(f"[rank {r['rank']}] shrank to rank {e['rank_after']} of {e['world_after']}, "
+                  f"going on from step {e['resumed_at']}")
         print(f"[rank {r['rank']}] finished {args.steps} steps in a group of {r['world']}; "
               f"parameters {r['digest']}")
     same = len({r["digest"] for r in survivors}) == 1

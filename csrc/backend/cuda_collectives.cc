@@ -88,6 +88,7 @@ c10::intrusive_ptr<c10d::Work> CudaCollectives::run(const CheckScope& s, c10d::O
   call.seq = seq;
   call.timeout = timeout;
   call.caller = caller.stream();
+  call.timed = timed_.load(std::memory_order_relaxed);
   call.onFinished = [sink = sink_, type, seq,
                      start = std::chrono::steady_clock::now()](std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(sink->mutex);

@@ -17,6 +17,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -72,6 +73,10 @@ class CudaCollectives {
                                            int root, uint64_t seq,
                                            std::chrono::milliseconds timeout);
 
+  // torch's enableCollectivesTiming: the kernels enqueued from now on are timed, and their Works
+  // tell the kernel's time (getDuration), as NCCL's do once timing is on.
+  void timeKernels() { timed_.store(true, std::memory_order_relaxed); }
+
   // Blocks the calling thread until every kernel enqueued so far has ended (bounded: the
   // watchdog stops each at its timeout); throws CommError if the group broke. For barrier.
   void waitIdle() { engine_->waitIdle(); }
@@ -99,6 +104,7 @@ class CudaCollectives {
   };
   std::shared_ptr<FinishedSink> sink_;
   std::unique_ptr<CudaRingEngine> engine_;
+  std::atomic<bool> timed_{false};  // a flag only: read once per call, ordering nothing else
 };
 
 }  // namespace ring

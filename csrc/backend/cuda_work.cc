@@ -99,4 +99,15 @@ c10::intrusive_ptr<c10::ivalue::Future> CudaRingWork::getFutureResult() { return
 
 uint64_t CudaRingWork::getSequencenumber() const { return task_->seq(); }
 
+float CudaRingWork::getDuration() const {
+  TORCH_CHECK(task_->timed(), "ring: Work._get_duration on rank ", task_->rank(), ": ",
+              task_->what(), " ran as a CUDA kernel with collective timing off; turn it on "
+              "before the call (ProcessGroup._enable_collectives_timing(), as for NCCL)");
+  const float ms = task_->kernelMilliseconds();
+  TORCH_CHECK(ms >= 0.0f && task_->finished() && !task_->error(), "ring: Work._get_duration on "
+              "rank ", task_->rank(), ": ", task_->what(), " has not completed successfully; its "
+              "duration is known once its kernel has ended without an error");
+  return ms;
+}
+
 }  // namespace ring

@@ -46,6 +46,9 @@ class CudaRingWork : public c10d::Work {
   // The c10d::WorkResult the kernel's task ended with, once it has (torch's get_future_result).
   c10::intrusive_ptr<c10::ivalue::Future> getFutureResult() override;
   uint64_t getSequencenumber() const override;
+  // torch's Work._get_duration, as NCCL's: the kernel's milliseconds on the GPU, once it has
+  // ended successfully, when collective timing was on as it was enqueued.
+  float getDuration() const override;
 
  private:
   void streamWait();

@@ -23,12 +23,6 @@
 namespace ring {
 namespace {
 
-int64_t totalBytes(const Tensors& tensors) {
-  int64_t n = 0;
-  for (const at::Tensor& t : tensors) n += t.numel() * static_cast<int64_t>(t.element_size());
-  return n;
-}
-
 bool anyCuda(const Tensors& v) {
   for (const auto& t : v) {
     if (t.defined() && t.is_cuda()) return true;
@@ -109,7 +103,7 @@ c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, H
   task.call = CallInfo{seq, effectiveTimeout(call.timeout)};
   task.work = c10::make_intrusive<RingWork>(rank_, call.type, task.call.seq, call.outputs);
   task.callerMayRun = callerMayRun;
-  task.bytes = std::max(totalBytes(call.inputs), totalBytes(call.outputs));
+  task.bytes = std::max(bytesHeld(call.inputs), bytesHeld(call.outputs));
   task.post = call.post;
   // The tensors move into the task (the Work keeps its own reference to the outputs).
   task.before = std::move(beforeBody);

@@ -162,7 +162,8 @@ class RingBackend : public c10d::Backend {
   // dist.monitored_barrier: gloo's semantics over the group's store (backend/monitored_barrier.h).
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
   void registerOnCompletionHook(std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) override;
-  void enableCollectivesTiming() override {}  // every call is timed anyway
+  // Host calls are timed always (RingWork::getDuration); CUDA kernels from now on.
+  void enableCollectivesTiming() override;
   void waitForPendingWorks() override;
   // init_process_group(device_id=cuda:N): sets up the CUDA ring now rather than on first use.
   void eagerConnectSingleDevice(at::Device device) override;
@@ -248,9 +249,14 @@ class RingBackend : public c10d::Backend {
   int64_t stableRank_ = 0;
   // The uuid of the last reconfigure() (-1: none), which a reconfigure handle carries.
   int64_t reconfigureUuid_ = -1;
+  // Why the last reconfigure() left the group without members (empty: it did not), which
+  // every call refused afterwards names.
+  std::string reconfigureFailure_;
   // Between startTimeEstimate and endTimeEstimate: calls are priced, not run. Read by every
   // call's thread, so atomic; the sum under its mutex (calls may come from several threads).
   std::atomic<bool> estimating_{false};
+  // enableCollectivesTiming was called: a CUDA ring set up later times its kernels too.
+  std::atomic<bool> timeKernels_{false};
   std::mutex estimateMutex_;
   double estimatedSeconds_ = 0;
   std::mutex hookMutex_;

@@ -40,6 +40,7 @@ void RingBackend::setUpCudaLocked(const CheckScope& s, const at::Device& device)
                                                      const std::exception_ptr& error) {
                                                 finished(type, seq, start, end, error);
                                               });
+    if (timeKernels_.load()) cuda_->timeKernels();
   } catch (const CommError& e) {
     C10_THROW_ERROR(DistBackendError, strCat("ring: ", s.collective, " on rank ", rank_,
                                              ": setting up the CUDA ring failed: ", e.what()));

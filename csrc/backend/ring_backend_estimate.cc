@@ -9,19 +9,11 @@
 namespace ring {
 namespace {
 
-int64_t bytesOf(const Tensors& tensors) {
-  int64_t n = 0;
-  for (const at::Tensor& t : tensors) {
-    if (t.defined() && !t.is_sparse()) n += t.numel() * static_cast<int64_t>(t.element_size());
-  }
-  return n;
-}
-
 // The collective a torch call type runs as, and the bytes its estimate counts
 // (estimateCallSeconds' `bytes`).
 std::pair<Collective, int64_t> pricedAs(const HostCall& call, int size) {
   using T = c10d::OpType;
-  const int64_t in = bytesOf(call.inputs), out = bytesOf(call.outputs);
+  const int64_t in = bytesHeld(call.inputs), out = bytesHeld(call.outputs);
   switch (call.type) {
     case T::ALLREDUCE:
     case T::ALLREDUCE_COALESCED:
@@ -81,10 +73,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::estimated(const HostCall& call) {
     std::lock_guard<std::mutex> lock(estimateMutex_);
     estimatedSeconds_ += seconds;
   }
-  auto future = c10::make_intrusive<c10::ivalue::Future>(
-      c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{});
-  future->markCompleted(c10::IValue(call.outputs));
-  return c10d::Work::create_from_future(future);
+  return completedWork(call.outputs);
 }
 
 }  // namespace ring

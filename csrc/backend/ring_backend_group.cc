@@ -95,6 +95,11 @@ void RingBackend::connect(const c10::intrusive_ptr<c10d::Store>& store,
 }
 
 void RingBackend::checkConnected(const CheckScope& s) const {
+  if (!queue_ && !reconfigureFailure_.empty()) {
+    failUsage(s, strCat("group '", groupName_, "' has no members: ", reconfigureFailure_,
+                        "; call torch.distributed._reconfigure(uuid, handles) again, with a "
+                        "fresh uuid, on every member"));
+  }
   if (!queue_) {
     failUsage(s, strCat("group '", groupName_, "' was created with enable_reconfigure=True and "
                         "has no members yet: call torch.distributed._reconfigure(uuid, handles) "
@@ -284,6 +289,14 @@ void RingBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAl
                   " has not issued");
   };
   runMonitoredBarrier(*c10dStore_, c, describeRank);
+}
+
+void RingBackend::enableCollectivesTiming() {
+  timeKernels_.store(true);
+#ifdef RING_WITH_CUDA
+  std::lock_guard<std::mutex> lock(cudaMutex_);
+  if (cuda_) cuda_->timeKernels();
+#endif
 }
 
 void RingBackend::waitForPendingWorks() {

@@ -122,7 +122,8 @@ void RingBackend::finishWhenDone(const c10::intrusive_ptr<RingWork>& hostWork,
   // ended). A raw pointer: the callback lives inside the host work's own future.
   RingWork* host = hostWork.get();
   hostWork->getFuture()->addCallback([staged, host](c10::ivalue::Future& f) {
-    staged->finish(f.hasError() ? f.exception_ptr() : nullptr, host->completedSource());
+    staged->finish(f.hasError() ? f.exception_ptr() : nullptr, host->completedSource(),
+                   host->knownDuration());
   });
 }
 #endif

@@ -113,7 +113,14 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reconfigure(const c10d::ReconfigureO
   seq_ = 0;
   lastError_ = 0;
   options_->global_ranks_in_group = stableRanks;
-  connect(store, timeout);
+  try {
+    connect(store, timeout);
+  } catch (const std::exception& e) {
+    reconfigureFailure_ = strCat("its reconfigure to rank ", newRank, " of ", newSize, " (uuid ",
+                                 opts.uuid, ") failed: ", e.what());
+    throw;
+  }
+  reconfigureFailure_.clear();
 #ifdef RING_WITH_CUDA
   {
     std::lock_guard<std::mutex> lock(cudaMutex_);
@@ -121,10 +128,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reconfigure(const c10d::ReconfigureO
   }
 #endif
   reconfigureUuid_ = opts.uuid;
-  auto future = c10::make_intrusive<c10::ivalue::Future>(
-      c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{});
-  future->markCompleted(c10::IValue(std::vector<at::Tensor>()));
-  return c10d::Work::create_from_future(future);
+  return completedWork({});
 }
 
 }  // namespace ring

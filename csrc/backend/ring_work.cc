@@ -13,6 +13,12 @@ const c10::TypePtr& tensorListType() {
   return type;
 }
 
+c10::intrusive_ptr<c10d::Work> completedWork(std::vector<at::Tensor> outputs) {
+  auto future = c10::make_intrusive<c10::ivalue::Future>(tensorListType());
+  future->markCompleted(c10::IValue(std::move(outputs)));
+  return c10d::Work::create_from_future(future);
+}
+
 RingWork::RingWork(int rank, c10d::OpType type, uint64_t seq, std::vector<at::Tensor> outputs,
                    const char* profilingTitle,
                    const std::optional<std::vector<at::Tensor>>& inputs)

@@ -45,6 +45,8 @@ class RingWork : public c10d::Work {
   float getDuration() const override;
   // Set by the thread that ran the call, before complete().
   void noteDuration(float ms) { durationMs_.store(ms, std::memory_order_release); }
+  // getDuration's value without its check: -1 until the call has run to its end.
+  float knownDuration() const { return durationMs_.load(std::memory_order_acquire); }
   int sourceRank() const override;
   // The source of a completed receive from any source, or -1 (never throws).
   int completedSource() const { return sourceRank_.load(); }
@@ -86,6 +88,10 @@ class RingWork : public c10d::Work {
 
 // List[Tensor]: the value type of every future this backend completes.
 const c10::TypePtr& tensorListType();
+
+// A Work that has already succeeded with `outputs`: the answer of a call that runs nothing
+// (a reconfigure, which completes before it returns; a call priced by the time estimator).
+c10::intrusive_ptr<c10d::Work> completedWork(std::vector<at::Tensor> outputs);
 
 // Converts a core-library error into the exception type torch users know: communication
 // failures become DistBackendError, everything else RuntimeError.

@@ -103,6 +103,18 @@ class StagedWork : public c10d::Work {
   }
 
   void setSource(int source) { source_.store(source); }
+  void setHostMilliseconds(float ms) { hostMs_.store(ms, std::memory_order_relaxed); }
+  // The host part's time (RingWork::getDuration): the ring collective between the copies. The
+  // copies in and back run on the copy stream and are not counted, as NCCL counts its kernel
+  // only. Set before complete(), so known to whoever saw the Work completed.
+  float getDuration() const override {
+    const float ms = hostMs_.load(std::memory_order_relaxed);
+    TORCH_CHECK(ms >= 0.0f && c10d::Work::isSuccess() && future_->completed(),
+                "ring: Work._get_duration on rank ", rank_, ": ", c10d::opTypeToString(opType_),
+                " (sequence ", seq_, ", staged through host memory) has not completed "
+                "successfully; its duration is known once it has");
+    return ms;
+  }
   int sourceRank() const override {
     const int r = source_.load();
     TORCH_CHECK(r >= 0, "ring: sourceRank() is only defined for a completed recv from any source");
@@ -150,6 +162,7 @@ class StagedWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   WorkResultFuture result_;
   std::atomic<int> source_{-1};
+  std::atomic<float> hostMs_{-1.0f};  // -1: the host part has not ended (or failed)
 };
 
 StagedCall::StagedCall(const char* collective, std::string what, c10d::OpType type, uint64_t seq,
@@ -236,8 +249,9 @@ bool StagedCall::waitCopiesBackQueued(std::chrono::milliseconds timeout) const {
   return copies_->waitFinished(timeout);
 }
 
-void StagedCall::finish(std::exception_ptr error, int source) {
+void StagedCall::finish(std::exception_ptr error, int source, float hostMs) {
   work_->setSource(source);
+  if (!error) work_->setHostMilliseconds(hostMs);
   c10::cuda::CUDAGuard guard(device_);
   c10::cuda::CUDAStreamGuard onCopies(stream_.stream());
   std::vector<HostCopy> copiesBack;

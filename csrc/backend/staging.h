@@ -46,8 +46,9 @@ class StagedCall {
   // whether they are.
   bool waitCopiesBackQueued(std::chrono::milliseconds timeout) const;
   // After the host call: on success copies the outputs back and completes the Work; on error
-  // fails it. `source`: a receive from any source's sender (else -1). Any thread; once.
-  void finish(std::exception_ptr error, int source = -1);
+  // fails it. `source`: a receive from any source's sender (else -1); `hostMs`: the host call's
+  // duration (the Work's getDuration; -1 unknown). Any thread; once.
+  void finish(std::exception_ptr error, int source = -1, float hostMs = -1.0f);
 
   c10::intrusive_ptr<c10d::Work> work() const;
   const std::string& what() const { return what_; }

@@ -17,6 +17,20 @@ std::string shapeString(const at::Tensor& t) {
   return s + "]";
 }
 
+int64_t bytesHeld(const std::vector<at::Tensor>& tensors) {
+  int64_t n = 0;
+  for (const at::Tensor& t : tensors) {
+    if (!t.defined()) continue;
+    if (t.is_sparse()) {
+      n += t._values().numel() * static_cast<int64_t>(t.element_size()) +
+           t._indices().numel() * static_cast<int64_t>(sizeof(int64_t));
+    } else {
+      n += t.numel() * static_cast<int64_t>(t.element_size());
+    }
+  }
+  return n;
+}
+
 DType toRingDType(const CheckScope& s, at::ScalarType t) {
   switch (t) {
     case at::kFloat: return DType::Float32;

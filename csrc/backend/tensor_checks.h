@@ -40,6 +40,10 @@ void checkListSize(const CheckScope& s, size_t got, size_t expected, const std::
 
 std::string shapeString(const at::Tensor& t);
 
+// The bytes a call's tensors hold (undefined ones none): a sparse tensor counts its nonzero
+// values and their indices, not its dense shape.
+int64_t bytesHeld(const std::vector<at::Tensor>& tensors);
+
 // The list forms (all_gather's outputs, reduce_scatter's inputs): exactly one list of one
 // tensor per rank, each like `like` (dtype, device, as many elements: `sameSize` says why).
 // `item` names its tensors in errors ("output" -> "output[2]").

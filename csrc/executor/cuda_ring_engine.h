@@ -61,6 +61,8 @@ struct CudaCall {
   uint64_t seq = 0;              // the same on every rank
   std::chrono::milliseconds timeout{0};
   cudaStream_t caller = nullptr;  // the kernel starts after the work queued on it so far
+  // torch's collective timing is on: the task times its kernel (CudaTask::kernelMilliseconds).
+  bool timed = false;
   // Under the enqueue lock, right after the kernel and its end event are queued on `comm` and
   // the task is watched: what must be ordered on the comm stream right behind this kernel.
   std::function<void(cudaStream_t comm)> afterLaunch;

@@ -8,10 +8,12 @@ namespace ring {
 
 CudaTask::CudaTask(uint64_t seq, std::string what, cudaEvent_t end,
                    std::chrono::milliseconds timeout, uint64_t recordId,
-                   std::shared_ptr<CudaGroupState> state, FinishHook completion)
+                   std::shared_ptr<CudaGroupState> state, FinishHook completion,
+                   cudaEvent_t start)
     : seq_(seq),
       what_(std::move(what)),
       end_(end),
+      start_(start),
       timeout_(timeout),
       recordId_(recordId),
       enqueued_(std::chrono::steady_clock::now()),
@@ -22,7 +24,23 @@ CudaTask::~CudaTask() {
   // Destroying an event whose record is still pending is allowed: the runtime releases it once
   // the work before it completes.
   if (end_ != nullptr) (void)cudaEventDestroy(end_);
+  if (start_ != nullptr) (void)cudaEventDestroy(start_);
   (void)cudaGetLastError();
+}
+
+float CudaTask::kernelMilliseconds() {
+  if (start_ == nullptr || !poll()) return -1.0f;
+  float ms = -1.0f;
+  cudaError_t e;
+  {
+    ThreadLocalCaptureMode notForbiddenByOtherThreadsCaptures;  // as in pollLocked
+    e = cudaEventElapsedTime(&ms, start_, end_);
+  }
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1.0f;
+  }
+  return ms;
 }
 
 std::chrono::milliseconds CudaTask::elapsed() const {

@@ -34,9 +34,11 @@ class CudaTask {
   // collective in errors ("all_reduce of 1000 float32 (op SUM), sequence 3"); `recordId` is its
   // flight recorder entry. `completion` (may be empty) runs once when the task finishes, however
   // long its Work lives: the group's own bookkeeping (completion hook, last error).
+  // `start` (null: untimed), also owned from now on: an event recorded right before the
+  // kernel, with `end` made with timing, so that kernelMilliseconds() can tell the kernel's time.
   CudaTask(uint64_t seq, std::string what, cudaEvent_t end, std::chrono::milliseconds timeout,
            uint64_t recordId, std::shared_ptr<CudaGroupState> state,
-           FinishHook completion = nullptr);
+           FinishHook completion = nullptr, cudaEvent_t start = nullptr);
   ~CudaTask();
   CudaTask(const CudaTask&) = delete;
   CudaTask& operator=(const CudaTask&) = delete;
@@ -64,6 +66,10 @@ class CudaTask {
   cudaEvent_t endEvent() const { return end_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   std::chrono::milliseconds elapsed() const;
+  bool timed() const { return start_ != nullptr; }
+  // The milliseconds from the start event to the end event: the kernel's time on the GPU. Only
+  // for a timed task whose kernel has ended (poll() returned true); -1 otherwise.
+  float kernelMilliseconds();
 
  private:
   // Under mutex_: poll()'s work; the hooks to run after unlocking go to *hooks.
@@ -76,6 +82,7 @@ class CudaTask {
   const uint64_t seq_;
   const std::string what_;
   cudaEvent_t end_;
+  cudaEvent_t start_;
   const std::chrono::milliseconds timeout_;
   const uint64_t recordId_;
   const std::chrono::steady_clock::time_point enqueued_;

@@ -16,6 +16,7 @@
 
 #include "common/errors.h"
 #include "common/types.h"
+#include "combine_builds.h"
 #include "float16_reference.h"
 #include "reduce/half_bits.h"
 #include "reduce/reduce_table.h"
@@ -25,14 +26,6 @@ namespace {
 
 const RedOp kAllOps[] = {RedOp::Sum,  RedOp::Avg, RedOp::Product, RedOp::Min,      RedOp::Max,
                          RedOp::BAnd, RedOp::BOr, RedOp::BXor,    RedOp::PreMulSum};
-
-// The builds of the combine loops this CPU runs: the baseline one always, the AVX2 one where
-// combineFn serves it (reduce_table.h).
-std::vector<HostIsa> buildsHere() {
-  std::vector<HostIsa> isas = {HostIsa::Baseline};
-  if (hostIsa() != HostIsa::Baseline) isas.push_back(hostIsa());
-  return isas;
-}
 
 // Runs the combine of (t, op) over the pairs (a[i], b[i]) in every build this CPU has: the
 // pairs repeated to 71 elements or more, so that the vector loop and its scalar tail both see
@@ -50,7 +43,7 @@ std::vector<T> combineAll(DType t, RedOp op, const std::vector<T>& a, const std:
   const auto n = static_cast<int64_t>(x.size());
   std::vector<T> first;
   for (HostIsa isa : buildsHere()) {
-    const char* build = isa == HostIsa::Baseline ? "baseline" : "avx2";
+    const char* build = buildName(isa);
     std::vector<T> out(x.size()), inPlace = x;
     combineFnOf(isa, t, op)(out.data(), x.data(), y.data(), n);
     combineFnOf(isa, t, op)(inPlace.data(), inPlace.data(), y.data(), n);
@@ -249,7 +242,7 @@ template <typename T> std::vector<T> divided(DType t, const std::vector<T>& v, i
     divideFnOf(isa, t)(out.data(), divisor, static_cast<int64_t>(out.size()));
     for (size_t i = 0; i < out.size(); ++i) {
       EXPECT_EQ(0, std::memcmp(&out[i], &out[i / 19 * 19], sizeof(T)))
-          << (isa == HostIsa::Baseline ? "baseline" : "avx2") << ": element " << i;
+          << buildName(isa) << ": element " << i;
     }
     if (first.empty()) {
       first = out;

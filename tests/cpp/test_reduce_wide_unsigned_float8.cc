@@ -11,20 +11,13 @@
 #include <vector>
 
 #include "common/types.h"
+#include "combine_builds.h"
 #include "float16_reference.h"
 #include "reduce/float8_bits.h"
 #include "reduce/reduce_table.h"
 
 namespace ring {
 namespace {
-
-std::vector<HostIsa> buildsHere() {
-  std::vector<HostIsa> isas = {HostIsa::Baseline};
-  if (hostIsa() != HostIsa::Baseline) isas.push_back(hostIsa());
-  return isas;
-}
-
-const char* buildName(HostIsa isa) { return isa == HostIsa::Baseline ? "baseline" : "avx2"; }
 
 // ---- the conversions --------------------------------------------------------------------------
 

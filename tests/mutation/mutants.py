@@ -655,6 +655,11 @@ MUTANTS = [
            "tests/python/test_wide_unsigned_float8.py -x -q -k unsigned",
            why="uint32 MIN/MAX order values with the top bit set as negatives, and AVG divides "
                "them as negatives"),
+    Mutant("uint32_reduced_as_int32_check", "csrc/reduce/reduce_ops.h",
+           "struct StorageOf<DType::UInt32> { using type = uint32_t; };",
+           "struct StorageOf<DType::UInt32> { using type = int32_t; };", "py",
+           "tests/python/test_init.py -x -q -k check_command",
+           why="the same, caught by torch-ring-check's uint32 row (its MAX)"),
     Mutant("unsigned_premul_sum_accepted", "csrc/common/types.cc",
            "return t != DType::Bool && (t == DType::UInt8 || !isUnsigned(t));",
            "return t != DType::Bool;", "cpp", "ReduceOps.WideUnsigned*", quick=True,
@@ -681,6 +686,11 @@ MUTANTS = [
            "tests/python/test_reconfigure.py -x -q",
            why="a reused uuid is not refused: the members meet among the stale keys of an "
                "earlier membership"),
+    Mutant("reconfigure_failure_forgotten", "csrc/backend/ring_backend_reconfigure.cc",
+           "    reconfigureFailure_ = strCat(", "    if (false) reconfigureFailure_ = strCat(",
+           "py", "tests/python/test_reconfigure.py -x -q",
+           why="after a failed reconfigure, calls blame enable_reconfigure instead of the "
+               "reconfigure that failed"),
     # torch's _time_estimator (backend/ring_backend_estimate.cc).
     Mutant("estimated_call_runs_anyway", "csrc/backend/ring_backend.cc",
            "  if (estimating_.load(std::memory_order_relaxed)) return estimated(call);\n", "",

@@ -116,4 +116,22 @@ CUDA_MUTANTS = [
            "", "emu", f"{_EMU} lazy_module_loading",
            why="ranks that are threads of one process on one GPU are not told of lazy loading "
                "and cudaFree stalling their kernels"),
+    # Work._get_duration of CUDA calls (executor/cuda_task.cc, backend/staging.cc).
+    Mutant("cuda_kernel_never_timed", "csrc/backend/cuda_collectives.cc",
+           "  call.timed = timed_.load(std::memory_order_relaxed);", "  call.timed = false;",
+           "emu", f"{_EMU} durations",
+           why="collective timing on, a kernel's Work still says timing is off"),
+    Mutant("cuda_duration_from_the_end_event", "csrc/executor/cuda_task.cc",
+           "    e = cudaEventElapsedTime(&ms, start_, end_);",
+           "    e = cudaEventElapsedTime(&ms, end_, end_);", "emu", f"{_EMU} durations",
+           why="a kernel's duration measured from the wrong event: zero for every call"),
+    # The dtypes added after the first ten, on the CUDA kernels (tests/python/cuda_dtype_checks.py).
+    Mutant("uint32_reduced_as_int32_cuda", "csrc/reduce/reduce_ops.h",
+           "struct StorageOf<DType::UInt32> { using type = uint32_t; };",
+           "struct StorageOf<DType::UInt32> { using type = int32_t; };", "emu",
+           "tests/python/test_cuda.py -x -q -k wide_unsigned",
+           why="the CUDA kernels order uint32 values with the top bit set as negatives"),
+    Mutant("staged_duration_dropped", "csrc/backend/staging.cc",
+           "  if (!error) work_->setHostMilliseconds(hostMs);", "", "emu", f"{_EMU} durations",
+           why="a call staged through host memory never tells its duration"),
 ]

@@ -324,3 +324,41 @@ def rank_failure_reported(dump_prefix):
         time.sleep(0.05)
     dist.destroy_process_group()
     return {"error": error, "last_error": last_error, "dumped": os.path.exists(path)}
+
+
+def _duration(work):
+    try:
+        return work._get_duration(), None
+    except RuntimeError as e:
+        return None, str(e)
+
+
+def rank_durations(delay_s):
+    """Work._get_duration of CUDA calls, as ProcessGroupNCCL's: for a kernel collective, refused
+    while collective timing is off, and refused before the kernel has ended; once timing is on
+    (ProcessGroup._enable_collectives_timing()), the kernel's time between events recorded on
+    the comm stream around it, which includes the `delay_s` the emulator holds the kernel back
+    (CUDA_EMULATOR_LAUNCH_DELAY_MS). A call staged through host memory (reduce) tells its host
+    part's time, which lies within the wall time from issue to its end."""
+    rank, world, dev = join()
+    x = on(dev, _mine(rank, 4096))
+    untimed = dist.all_reduce(x, async_op=True)
+    untimed.wait()
+    torch.cuda.synchronize()
+    _, untimed_error = _duration(untimed)
+    dist.distributed_c10d._get_default_group()._enable_collectives_timing()
+    timed = dist.all_reduce(x, async_op=True)
+    early, early_error = _duration(timed)  # the kernel starts delay_s late: not ended yet
+    timed.wait()
+    torch.cuda.synchronize()
+    kernel_ms, kernel_error = _duration(timed)
+    start = time.monotonic()
+    staged = dist.reduce(x, dst=0, async_op=True)
+    staged.wait()
+    torch.cuda.synchronize()
+    wall_ms = (time.monotonic() - start) * 1000
+    staged_ms, staged_error = _duration(staged)
+    dist.destroy_process_group()
+    return {"untimed_error": untimed_error, "early": early, "early_error": early_error,
+            "kernel_ms": kernel_ms, "kernel_error": kernel_error, "staged_ms": staged_ms,
+            "staged_error": staged_error, "wall_ms": wall_ms}

@@ -66,6 +66,22 @@ def main():
             check("a call before any reconfigure refused", False, "no error")
         except RuntimeError as e:
             check("a call before any reconfigure refused", "enable_reconfigure" in str(e), e)
+        # A reconfigure whose other member never comes fails at its timeout; the calls after
+        # it say so, and a later reconfigure still works.
+        mine = dist.distributed_c10d._get_reconfigure_handle()
+        absent = "ring:000099:no-such-host:1:-1"
+        try:
+            dist.distributed_c10d._reconfigure(uuid=50, handles=[mine, absent],
+                                               timeout=datetime.timedelta(seconds=2)).wait()
+            check("a reconfigure with an absent member fails", False, "no error")
+        except RuntimeError as e:
+            check("a reconfigure with an absent member fails", True, e)
+        try:
+            dist.all_reduce(torch.ones(3))
+            check("a call after a failed reconfigure refused", False, "no error")
+        except RuntimeError as e:
+            check("a call after a failed reconfigure refused",
+                  "reconfigure to rank 0 of 2 (uuid 50) failed" in str(e), e)
         store.set("h1/2", dist.distributed_c10d._get_reconfigure_handle())
     # Everyone: a set of handles, ranks in the order of the sorted handles (the stable ranks).
     dist.distributed_c10d._reconfigure(uuid=2, handles=set(handles_of("h1", [0, 1, 2]))).wait()

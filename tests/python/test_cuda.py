@@ -49,6 +49,7 @@ pytestmark = [
 from cuda_rank_checks import (
     rank_against_nccl, rank_all_reduce_sweep, rank_ddp, rank_mismatch, rank_other_collectives,
     rank_staged_over_tcp, rank_stream_order, rank_sync_batch_norm, rank_timeout)
+from cuda_dtype_checks import rank_wide_unsigned_float8  # noqa: E402
 from cuda_reference import (  # noqa: E402
     KERNEL_COLLECTIVES, LARGE_BYTES, NEEDS_TORCH_KERNELS, TIMEOUT_S, MiB, _path_counts, on,
     on_emulated_runtime)
@@ -99,6 +100,10 @@ def test_stream_order():
 
 def test_all_reduce_every_op_and_dtype_bitwise():
     _no_failures(run_on_local_ranks(rank_all_reduce_sweep, 2, LARGE_BYTES, timeout_s=600))
+
+
+def test_all_reduce_wide_unsigned_and_float8_bitwise():
+    _no_failures(run_on_local_ranks(rank_wide_unsigned_float8, 2, timeout_s=600))
 
 
 def test_other_collectives():
@@ -292,7 +297,9 @@ def run_on_cpu(world=2):
     _no_failures(others)
     against = run_on_local_ranks(rank_against_nccl, world, "gloo", "cpu", timeout_s=900)
     _no_failures(against)
-    return {"checked": [r["checked"] for r in sweep + others + against],
+    wide = run_on_local_ranks(rank_wide_unsigned_float8, world, "cpu", timeout_s=900)
+    _no_failures(wide)
+    return {"checked": [r["checked"] for r in sweep + others + against + wide],
             "digests": len(sweep[0]["digests"]), "errors": [o["errors"] for o in others]}
 
 

@@ -32,7 +32,7 @@ from cuda_device_checks import (  # noqa: E402
     rank_shutdown_after_peer_failure, rank_wait_with_another_device_current)
 from cuda_order_checks import (  # noqa: E402
     rank_async_wait, rank_capture_while_collective_pending, rank_completed_failure_raises,
-    rank_completion_hook, rank_failure_reported, rank_freed_input, rank_later_calls_after_staged,
+    rank_completion_hook, rank_durations, rank_failure_reported, rank_freed_input, rank_later_calls_after_staged,
     rank_staged_after_kernel, rank_staged_call_under_capture, rank_tensor_outlives_group)
 
 
@@ -127,6 +127,18 @@ def test_the_completion_hook_runs_for_kernel_collectives():
         assert len(res["seen"]) == 3 and all("ALLREDUCE" in s for s in res["seen"]), res
         # ... and the flight recorder names their plan, as for every host call.
         assert res["plans"] == ["cuda_ring"] * 3, res
+
+
+def test_durations_as_nccls_once_collective_timing_is_on():
+    delay_s = 0.5
+    for res in run_on_local_ranks(rank_durations, 2, delay_s, timeout_s=120,
+                                  env=late_kernels(int(delay_s * 1000))):
+        assert "collective timing off" in (res["untimed_error"] or ""), res
+        assert res["early"] is None and "not completed" in res["early_error"], res
+        # The kernel's events bracket the emulator's delay before it starts; the bound above is
+        # the group's timeout, which the kernel never approaches here.
+        assert res["kernel_error"] is None and delay_s * 1000 * 0.9 <= res["kernel_ms"] < 60e3, res
+        assert res["staged_error"] is None and 0 < res["staged_ms"] <= res["wall_ms"], res
 
 
 def test_a_kernel_collective_that_times_out_raises_at_wait_while_a_slow_hook_runs():
