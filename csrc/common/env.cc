@@ -72,9 +72,9 @@ std::string readCpuIsa() {
   const std::string raw = readString("TORCH_RING_CPU_ISA");
   const std::string v = lowered(raw);
   if (v.empty()) return defaultWord("TORCH_RING_CPU_ISA");
-  if (v != "auto" && v != "baseline" && v != "avx2") {
-    throw UsageError(
-        strCat("TORCH_RING_CPU_ISA='", raw, "' must be auto, baseline or avx2 (any case)"));
+  if (v != "auto" && v != "baseline" && v != "avx2" && v != "avx512") {
+    throw UsageError(strCat("TORCH_RING_CPU_ISA='", raw,
+                            "' must be auto, baseline, avx2 or avx512 (any case)"));
   }
   return v;
 }

@@ -137,7 +137,7 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   // Which build of the host reductions this rank runs (ranks on other CPUs may run another:
   // the same bits, reduce_table.h); asked here, a TORCH_RING_CPU_ISA this CPU cannot serve
   // fails set-up rather than the first reduction.
-  RING_LOG(kLogInfo, "host reductions: ", hostIsa() == HostIsa::Avx2 ? "avx2" : "baseline",
+  RING_LOG(kLogInfo, "host reductions: ", hostIsaName(hostIsa()),
            " build (TORCH_RING_CPU_ISA=", env().cpuIsa, ")");
   if (size > 1) {
     // The two ring links of this rank, each with its transport.

@@ -2,6 +2,7 @@
 
 #include "common/env.h"
 #include "common/errors.h"
+#include "reduce/reduce_avx512.h"
 #include "reduce/reduce_ops.h"
 
 // The AVX2 build of the combine loops (combineHostAvx2): x86-64 with GCC or clang, which
@@ -210,31 +211,54 @@ bool cpuHasAvx2() {
 #endif
 }
 
-// TORCH_RING_CPU_ISA's build (common/env.h).
+// Which builds this CPU runs: the AVX-512 one only beside the AVX2 one (every AVX-512 CPU
+// has AVX2 and F16C; the pair keeps the choice below a simple order).
+bool cpuRuns(HostIsa isa) {
+  switch (isa) {
+    case HostIsa::Baseline: return true;
+    case HostIsa::Avx2: return cpuHasAvx2();
+    case HostIsa::Avx512: return cpuHasAvx2() && cpuHasAvx512();
+  }
+  return false;
+}
+
+// TORCH_RING_CPU_ISA's build (common/env.h): the one named, or the widest this CPU runs.
 HostIsa chosenIsa() {
   const std::string& asked = env().cpuIsa;
   if (asked == "baseline") return HostIsa::Baseline;
-  const bool avx2 = cpuHasAvx2();
-  if (asked == "avx2" && !avx2) {
-    throw UsageError("TORCH_RING_CPU_ISA='avx2' but this CPU has no AVX2 with F16C "
-                     "(or its system does not save the 256-bit registers); use auto or baseline");
+  if (asked == "avx2" || asked == "avx512") {
+    const HostIsa isa = asked == "avx2" ? HostIsa::Avx2 : HostIsa::Avx512;
+    if (!cpuRuns(isa)) {
+      throw UsageError(strCat("TORCH_RING_CPU_ISA='", asked, "' but this CPU has no ",
+                              isa == HostIsa::Avx2 ? "AVX2 with F16C" : "AVX-512 F/BW/DQ/VL",
+                              " (or its system does not save the vector registers); use auto "
+                              "or baseline"));
+    }
+    return isa;
   }
-  return avx2 ? HostIsa::Avx2 : HostIsa::Baseline;
+  return cpuRuns(HostIsa::Avx512) ? HostIsa::Avx512
+                                  : cpuRuns(HostIsa::Avx2) ? HostIsa::Avx2 : HostIsa::Baseline;
 }
 
 struct Table {
-  // combine[isa], divide[isa], scale[isa]: the baseline build, and the AVX2 one where it is
-  // served.
-  CombineFn combine[2][kTypes][kOps] = {};
-  DivideFn divide[2][kTypes] = {};
-  ScaleFn scale[2][kTypes] = {};
+  // combine[isa], divide[isa], scale[isa]: the baseline build, and each vector build this CPU
+  // runs (served or not: tests compare them).
+  CombineFn combine[kHostIsas][kTypes][kOps] = {};
+  DivideFn divide[kHostIsas][kTypes] = {};
+  ScaleFn scale[kHostIsas][kTypes] = {};
+  bool runs[kHostIsas] = {true, cpuRuns(HostIsa::Avx2), cpuRuns(HostIsa::Avx512)};
   HostIsa best = chosenIsa();
   Table() {
 #if RING_COMBINE_AVX2
 #define RING_ADD_AVX2(OP)                                                             \
-  if (best == HostIsa::Avx2) {                                                        \
+  if (runs[1]) {                                                                      \
     combine[1][static_cast<int>(kType)][static_cast<int>(RedOp::OP)] =                \
         avx2Combine<kType, RedOp::OP>();                                              \
+  }                                                                                   \
+  if (runs[2]) {                                                                      \
+    CombineFn own = avx512Combine(kType, RedOp::OP);                                  \
+    combine[2][static_cast<int>(kType)][static_cast<int>(RedOp::OP)] =                \
+        own != nullptr ? own : avx2Combine<kType, RedOp::OP>();                       \
   }
 #else
 #define RING_ADD_AVX2(OP)
@@ -245,9 +269,15 @@ struct Table {
   RING_ADD_AVX2(OP)
 #if RING_COMBINE_AVX2
 #define RING_ADD_AVX2_DIVIDE_SCALE                                \
-  if (best == HostIsa::Avx2) {                                    \
+  if (runs[1]) {                                                  \
     divide[1][static_cast<int>(kType)] = avx2Divide<kType>();     \
     scale[1][static_cast<int>(kType)] = &scaleHostAvx2<kType>;    \
+  }                                                               \
+  if (runs[2]) {                                                  \
+    divide[2][static_cast<int>(kType)] =                          \
+        avx512Divide(kType) ? avx512Divide(kType) : avx2Divide<kType>(); \
+    scale[2][static_cast<int>(kType)] =                           \
+        avx512Scale(kType) ? avx512Scale(kType) : &scaleHostAvx2<kType>; \
   }
 #else
 #define RING_ADD_AVX2_DIVIDE_SCALE
@@ -277,6 +307,17 @@ const Table& table() {
 
 HostIsa hostIsa() { return table().best; }
 
+bool hostSupports(HostIsa isa) { return table().runs[static_cast<int>(isa)]; }
+
+const char* hostIsaName(HostIsa isa) {
+  switch (isa) {
+    case HostIsa::Baseline: return "baseline";
+    case HostIsa::Avx2: return "avx2";
+    case HostIsa::Avx512: return "avx512";
+  }
+  return "?";
+}
+
 CombineFn combineFn(DType t, RedOp op) {
   // Per call: the served build straight from the table, without combineFnOf's build check.
   RING_ASSERT(opSupported(t, op), dtypeName(t), " x ", redOpName(op));
@@ -286,15 +327,13 @@ CombineFn combineFn(DType t, RedOp op) {
 
 CombineFn combineFnOf(HostIsa isa, DType t, RedOp op) {
   RING_ASSERT(opSupported(t, op), dtypeName(t), " x ", redOpName(op));
-  RING_ASSERT(isa == HostIsa::Baseline || isa == hostIsa(),
-              "the AVX2 combine asked for on a CPU without AVX2");
+  RING_ASSERT(hostSupports(isa), "the ", hostIsaName(isa), " combine asked for on a CPU without it");
   return table().combine[static_cast<int>(isa)][static_cast<int>(t)][static_cast<int>(op)];
 }
 DivideFn divideFn(DType t) { return divideFnOf(hostIsa(), t); }
 
 DivideFn divideFnOf(HostIsa isa, DType t) {
-  RING_ASSERT(isa == HostIsa::Baseline || isa == hostIsa(),
-              "the AVX2 division asked for on a CPU without AVX2");
+  RING_ASSERT(hostSupports(isa), "the ", hostIsaName(isa), " division asked for on a CPU without it");
   return table().divide[static_cast<int>(isa)][static_cast<int>(t)];
 }
 ScaleFn scaleFn(DType t) {
@@ -303,8 +342,7 @@ ScaleFn scaleFn(DType t) {
 }
 
 ScaleFn scaleFnOf(HostIsa isa, DType t) {
-  RING_ASSERT(isa == HostIsa::Baseline || isa == hostIsa(),
-              "the AVX2 scaling asked for on a CPU without AVX2");
+  RING_ASSERT(hostSupports(isa), "the ", hostIsaName(isa), " scaling asked for on a CPU without it");
   return table().scale[static_cast<int>(isa)][static_cast<int>(t)];
 }
 

@@ -77,8 +77,12 @@ double secondsOnFresh(ring::DType t, size_t bytes, int repeats, const Step& step
 
 int main(int argc, char** argv) {
   const int repeats = argc > 1 ? std::atoi(argv[1]) : 21;
-  std::vector<ring::HostIsa> builds = {ring::HostIsa::Baseline};
-  if (ring::hostIsa() != ring::HostIsa::Baseline) builds.push_back(ring::hostIsa());
+  std::vector<ring::HostIsa> builds;  // every build this CPU runs, served or not
+  for (int i = 0; i < ring::kHostIsas; ++i) {
+    if (ring::hostSupports(static_cast<ring::HostIsa>(i))) {
+      builds.push_back(static_cast<ring::HostIsa>(i));
+    }
+  }
   std::printf("%-9s %-9s %10s %12s %12s\n", "dtype", "bytes", "build", "ns/combine", "GB/s");
   for (ring::DType t : {ring::DType::Float32, ring::DType::BFloat16, ring::DType::Float16}) {
     for (size_t bytes : {size_t{4} << 10, size_t{256} << 10, size_t{64} << 20}) {
@@ -86,7 +90,7 @@ int main(int argc, char** argv) {
         const double s =
             secondsPerCombine(t, ring::combineFnOf(isa, t, ring::RedOp::Sum), bytes, repeats);
         std::printf("%-9s %-9zu %10s %12.0f %12.2f\n", ring::dtypeName(t), bytes,
-                    isa == ring::HostIsa::Baseline ? "baseline" : "avx2", s * 1e9, bytes / s / 1e9);
+                    ring::hostIsaName(isa), s * 1e9, bytes / s / 1e9);
       }
     }
   }
@@ -107,8 +111,7 @@ int main(int argc, char** argv) {
           }
         });
         std::printf("%-9s %-9zu %10s %12.0f %12.2f\n", ring::dtypeName(t), bytes,
-                    isa == ring::HostIsa::Baseline ? "baseline" : "avx2", s * 1e9,
-                    bytes / s / 1e9);
+                    ring::hostIsaName(isa), s * 1e9, bytes / s / 1e9);
       }
     }
   }

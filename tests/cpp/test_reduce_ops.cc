@@ -232,7 +232,7 @@ TEST(ReduceOps, OpSupportedRefusesMeaninglessPairs) {
 }
 
 // AVG's division of v by divisor in every build this CPU has, each element repeated to 19
-// elements so that the AVX2 build's 8-wide loop and its tail both see it: every build and
+// elements so that the vector builds' 8- and 16-wide loops and their tails see it: every build and
 // every repeat must give the same bits; returns one of them.
 template <typename T> std::vector<T> divided(DType t, const std::vector<T>& v, int64_t divisor) {
   std::vector<T> first;
@@ -248,7 +248,7 @@ template <typename T> std::vector<T> divided(DType t, const std::vector<T>& v, i
       first = out;
     } else {
       EXPECT_EQ(0, std::memcmp(out.data(), first.data(), out.size() * sizeof(T)))
-          << "the avx2 build divides otherwise than the baseline";
+          << "the " << buildName(isa) << " build divides otherwise than the baseline";
     }
   }
   std::vector<T> one;
@@ -330,9 +330,9 @@ TEST(ReduceOps, ScaleMultipliesAndTruncatesIntegers) {
 
 // ---- the builds of the combine loops --------------------------------------------------------
 
-// The CPU's own word (/proc/cpuinfo's flags) on whether it has AVX2 and F16C: where it does,
-// combineFn must serve the AVX2 build, not fall back to the baseline one unnoticed.
-TEST(ReduceOps, Avx2BuildServesWhereTheCpuHasAvx2) {
+// The CPU's own word (/proc/cpuinfo's flags) on which vector builds it runs: combineFn must
+// serve the widest (AVX-512 F/BW/DQ/VL, else AVX2 with F16C), not fall back unnoticed.
+TEST(ReduceOps, TheWidestBuildTheCpuHasServes) {
   FILE* f = std::fopen("/proc/cpuinfo", "r");
   if (f == nullptr) GTEST_SKIP() << "no /proc/cpuinfo";
   std::string text;
@@ -340,10 +340,14 @@ TEST(ReduceOps, Avx2BuildServesWhereTheCpuHasAvx2) {
   for (size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, got);
   std::fclose(f);
 #if defined(__x86_64__)
-  const bool avx2 = text.find(" avx2") != std::string::npos;
-  const bool f16c = text.find(" f16c") != std::string::npos;
-  EXPECT_EQ(hostIsa(), avx2 && f16c ? HostIsa::Avx2 : HostIsa::Baseline)
-      << "cpuinfo avx2: " << avx2 << ", f16c: " << f16c;
+  auto has = [&](const char* flag) { return text.find(strCat(" ", flag, " ")) != std::string::npos; };
+  const bool avx2 = has("avx2") && has("f16c");
+  const bool avx512 = avx2 && has("avx512f") && has("avx512bw") && has("avx512dq") &&
+                      has("avx512vl");
+  EXPECT_EQ(hostIsa(), avx512 ? HostIsa::Avx512 : avx2 ? HostIsa::Avx2 : HostIsa::Baseline)
+      << "cpuinfo avx2+f16c: " << avx2 << ", avx512 f/bw/dq/vl: " << avx512;
+  EXPECT_EQ(hostSupports(HostIsa::Avx2), avx2);
+  EXPECT_EQ(hostSupports(HostIsa::Avx512), avx512);
 #else
   EXPECT_EQ(hostIsa(), HostIsa::Baseline) << "AVX2 is an x86-64 extension";
 #endif
@@ -421,107 +425,117 @@ std::vector<uint8_t> operands(DType t, int64_t count, uint64_t seed) {
   return v;
 }
 
-// The AVX2 build against the baseline one, over every (dtype, op) pair, at lengths around the
+// Each vector build against the baseline one, over every (dtype, op) pair, at lengths around the
 // vector widths and one element past an aligned start: the same bits, so that ranks on CPUs
-// with and without AVX2 hold the same result. A NaN result only has to be a NaN in both:
+// of different vector widths hold the same result. A NaN result only has to be a NaN in both:
 // which operand's payload an x86 add keeps follows the operand order the compiler chose.
-TEST(ReduceOps, Avx2BuildGivesTheBaselineBits) {
-  if (hostIsa() != HostIsa::Avx2) GTEST_SKIP() << "this CPU has no AVX2 build to compare";
-  int pairs = 0;
-  for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
-    const DType t = static_cast<DType>(d);
-    const size_t es = elementSize(t);
-    for (RedOp op : kAllOps) {
-      if (!opSupported(t, op)) continue;
-      ++pairs;
-      for (int64_t count : {1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 1000, 1037}) {
-        const auto a = operands(t, count + 1, 11u + d * 31u + count);
-        const auto b = operands(t, count + 1, 97u + d * 17u + count);
-        std::vector<uint8_t> base(a.size()), avx2(a.size());
-        combineFnOf(HostIsa::Baseline, t, op)(base.data() + es, a.data() + es, b.data() + es,
-                                              count);
-        combineFnOf(HostIsa::Avx2, t, op)(avx2.data() + es, a.data() + es, b.data() + es, count);
-        for (int64_t i = 1; i <= count; ++i) {
-          const uint8_t* x = &base[static_cast<size_t>(i) * es];
-          const uint8_t* y = &avx2[static_cast<size_t>(i) * es];
-          if (isNaNAt(t, x) && isNaNAt(t, y)) continue;
-          ASSERT_EQ(0, std::memcmp(x, y, es))
-              << dtypeName(t) << " " << redOpName(op) << ", element " << i - 1 << " of " << count;
+TEST(ReduceOps, VectorBuildsGiveTheBaselineBits) {
+  if (vectorBuildsHere().empty()) GTEST_SKIP() << "this CPU has no vector build to compare";
+  for (HostIsa isa : vectorBuildsHere()) {
+    int pairs = 0;
+    for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
+      const DType t = static_cast<DType>(d);
+      const size_t es = elementSize(t);
+      for (RedOp op : kAllOps) {
+        if (!opSupported(t, op)) continue;
+        ++pairs;
+        for (int64_t count : {1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 1000, 1037}) {
+          const auto a = operands(t, count + 1, 11u + d * 31u + count);
+          const auto b = operands(t, count + 1, 97u + d * 17u + count);
+          std::vector<uint8_t> base(a.size()), vec(a.size());
+          combineFnOf(HostIsa::Baseline, t, op)(base.data() + es, a.data() + es, b.data() + es,
+                                                count);
+          combineFnOf(isa, t, op)(vec.data() + es, a.data() + es, b.data() + es, count);
+          for (int64_t i = 1; i <= count; ++i) {
+            const uint8_t* x = &base[static_cast<size_t>(i) * es];
+            const uint8_t* y = &vec[static_cast<size_t>(i) * es];
+            if (isNaNAt(t, x) && isNaNAt(t, y)) continue;
+            ASSERT_EQ(0, std::memcmp(x, y, es))
+                << buildName(isa) << " " << dtypeName(t) << " " << redOpName(op) << ", element "
+                << i - 1 << " of " << count;
+          }
         }
       }
     }
+    // Floats 6 ops each, signed integers and uint8 9, the wider unsigned 8 (no PREMUL_SUM), bool 7.
+    EXPECT_EQ(pairs, 6 * 6 + 5 * 9 + 3 * 8 + 7);
   }
-  // Floats 6 ops each, signed integers and uint8 9, the wider unsigned 8 (no PREMUL_SUM), bool 7.
-  EXPECT_EQ(pairs, 6 * 6 + 5 * 9 + 3 * 8 + 7);
 }
 
 // AVG's division likewise, by the divisors of groups of 1 to 1,000 ranks.
-TEST(ReduceOps, Avx2BuildDividesToTheBaselineBits) {
-  if (hostIsa() != HostIsa::Avx2) GTEST_SKIP() << "this CPU has no AVX2 build to compare";
-  for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
-    const DType t = static_cast<DType>(d);
-    if (!opSupported(t, RedOp::Avg)) continue;
-    const size_t es = elementSize(t);
-    for (int64_t divisor : {1, 2, 3, 7, 8, 1000}) {
-      for (int64_t count : {1, 7, 9, 17, 1037}) {
-        const auto v = operands(t, count + 1, 5u + d * 13u + count + divisor);
-        auto base = v, avx2 = v;
-        divideFnOf(HostIsa::Baseline, t)(base.data() + es, divisor, count);
-        divideFnOf(HostIsa::Avx2, t)(avx2.data() + es, divisor, count);
-        for (int64_t i = 1; i <= count; ++i) {
-          const uint8_t* x = &base[static_cast<size_t>(i) * es];
-          const uint8_t* y = &avx2[static_cast<size_t>(i) * es];
-          if (isNaNAt(t, x) && isNaNAt(t, y)) continue;
-          ASSERT_EQ(0, std::memcmp(x, y, es)) << dtypeName(t) << " / " << divisor << ", element "
-                                              << i - 1 << " of " << count;
+TEST(ReduceOps, VectorBuildsDivideToTheBaselineBits) {
+  if (vectorBuildsHere().empty()) GTEST_SKIP() << "this CPU has no vector build to compare";
+  for (HostIsa isa : vectorBuildsHere()) {
+    for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
+      const DType t = static_cast<DType>(d);
+      if (!opSupported(t, RedOp::Avg)) continue;
+      const size_t es = elementSize(t);
+      for (int64_t divisor : {1, 2, 3, 7, 8, 1000}) {
+        for (int64_t count : {1, 7, 9, 17, 1037}) {
+          const auto v = operands(t, count + 1, 5u + d * 13u + count + divisor);
+          auto base = v, vec = v;
+          divideFnOf(HostIsa::Baseline, t)(base.data() + es, divisor, count);
+          divideFnOf(isa, t)(vec.data() + es, divisor, count);
+          for (int64_t i = 1; i <= count; ++i) {
+            const uint8_t* x = &base[static_cast<size_t>(i) * es];
+            const uint8_t* y = &vec[static_cast<size_t>(i) * es];
+            if (isNaNAt(t, x) && isNaNAt(t, y)) continue;
+            ASSERT_EQ(0, std::memcmp(x, y, es)) << buildName(isa) << " " << dtypeName(t) << " / "
+                                                << divisor << ", element " << i - 1 << " of "
+                                                << count;
+          }
         }
       }
     }
   }
 }
 
-// PREMUL_SUM's scaling: the AVX2 build gives the baseline's bits, in place and apart, for
+// PREMUL_SUM's scaling: each vector build gives the baseline's bits, in place and apart, for
 // factors that are exact in float and ones that are not (a third, 0.1), and ones that overflow
 // or flush the 16-bit types; and over every float16 and bfloat16 pattern for 3.353773474374694,
 // a factor whose rounding to float would change 62 float16 products (found by search over the
 // 63,488 finite halves against the same arithmetic with the factor rounded): the factor must
 // stay a double, as scaleRange keeps it.
-TEST(ReduceOps, Avx2BuildScalesToTheBaselineBits) {
-  if (hostIsa() != HostIsa::Avx2) GTEST_SKIP() << "this CPU has no AVX2 build to compare";
-  for (DType t : {DType::Float16, DType::BFloat16}) {
-    std::vector<uint16_t> every(65536), base(65536), avx2(65536);
-    for (uint32_t b = 0; b < 65536; ++b) every[b] = static_cast<uint16_t>(b);
-    for (double factor : {3.353773474374694, 1.0 / 3.0}) {
-      scaleFnOf(HostIsa::Baseline, t)(base.data(), every.data(), factor, 65536);
-      scaleFnOf(HostIsa::Avx2, t)(avx2.data(), every.data(), factor, 65536);
-      for (size_t b = 0; b < every.size(); ++b) {
-        const auto* x = reinterpret_cast<const uint8_t*>(&base[b]);
-        const auto* y = reinterpret_cast<const uint8_t*>(&avx2[b]);
-        if (isNaNAt(t, x) && isNaNAt(t, y)) continue;
-        ASSERT_EQ(base[b], avx2[b]) << dtypeName(t) << " pattern 0x" << std::hex << b
-                                    << " x " << factor;
+TEST(ReduceOps, VectorBuildsScaleToTheBaselineBits) {
+  if (vectorBuildsHere().empty()) GTEST_SKIP() << "this CPU has no vector build to compare";
+  for (HostIsa isa : vectorBuildsHere()) {
+    for (DType t : {DType::Float16, DType::BFloat16}) {
+      std::vector<uint16_t> every(65536), base(65536), vec(65536);
+      for (uint32_t b = 0; b < 65536; ++b) every[b] = static_cast<uint16_t>(b);
+      for (double factor : {3.353773474374694, 1.0 / 3.0}) {
+        scaleFnOf(HostIsa::Baseline, t)(base.data(), every.data(), factor, 65536);
+        scaleFnOf(isa, t)(vec.data(), every.data(), factor, 65536);
+        for (size_t b = 0; b < every.size(); ++b) {
+          const auto* x = reinterpret_cast<const uint8_t*>(&base[b]);
+          const auto* y = reinterpret_cast<const uint8_t*>(&vec[b]);
+          if (isNaNAt(t, x) && isNaNAt(t, y)) continue;
+          ASSERT_EQ(base[b], vec[b]) << buildName(isa) << " " << dtypeName(t) << " pattern 0x"
+                                      << std::hex << b
+                                      << " x " << factor;
+        }
       }
     }
-  }
-  for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
-    const DType t = static_cast<DType>(d);
-    if (!opSupported(t, RedOp::PreMulSum)) continue;
-    const size_t es = elementSize(t);
-    for (double factor : {1.0, 0.5, 1.0 / 3.0, 0.1, -2.75, 1e-9, 1e30, 1.0 + 0x1p-40}) {
-      for (int64_t count : {1, 7, 9, 17, 1037}) {
-        const auto v = operands(t, count + 1, 7u + d * 17u + count);
-        auto base = v, avx2 = v, apart = v;
-        std::vector<uint8_t> out(v.size());
-        scaleFnOf(HostIsa::Baseline, t)(base.data() + es, base.data() + es, factor, count);
-        scaleFnOf(HostIsa::Avx2, t)(avx2.data() + es, avx2.data() + es, factor, count);
-        scaleFnOf(HostIsa::Avx2, t)(out.data() + es, apart.data() + es, factor, count);
-        for (int64_t i = 1; i <= count; ++i) {
-          const uint8_t* x = &base[static_cast<size_t>(i) * es];
-          for (const uint8_t* y : {&avx2[static_cast<size_t>(i) * es],
-                                   &out[static_cast<size_t>(i) * es]}) {
-            if (isNaNAt(t, x) && isNaNAt(t, y)) continue;
-            ASSERT_EQ(0, std::memcmp(x, y, es)) << dtypeName(t) << " x " << factor
-                                                << ", element " << i - 1 << " of " << count;
+    for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
+      const DType t = static_cast<DType>(d);
+      if (!opSupported(t, RedOp::PreMulSum)) continue;
+      const size_t es = elementSize(t);
+      for (double factor : {1.0, 0.5, 1.0 / 3.0, 0.1, -2.75, 1e-9, 1e30, 1.0 + 0x1p-40}) {
+        for (int64_t count : {1, 7, 9, 17, 1037}) {
+          const auto v = operands(t, count + 1, 7u + d * 17u + count);
+          auto base = v, vec = v, apart = v;
+          std::vector<uint8_t> out(v.size());
+          scaleFnOf(HostIsa::Baseline, t)(base.data() + es, base.data() + es, factor, count);
+          scaleFnOf(isa, t)(vec.data() + es, vec.data() + es, factor, count);
+          scaleFnOf(isa, t)(out.data() + es, apart.data() + es, factor, count);
+          for (int64_t i = 1; i <= count; ++i) {
+            const uint8_t* x = &base[static_cast<size_t>(i) * es];
+            for (const uint8_t* y : {&vec[static_cast<size_t>(i) * es],
+                                     &out[static_cast<size_t>(i) * es]}) {
+              if (isNaNAt(t, x) && isNaNAt(t, y)) continue;
+              ASSERT_EQ(0, std::memcmp(x, y, es)) << buildName(isa) << " " << dtypeName(t) << " x "
+                                                  << factor << ", element " << i - 1 << " of "
+                                                  << count;
+            }
           }
         }
       }

@@ -177,17 +177,20 @@ def test_an_unknown_cpu_isa_fails_set_up_by_name():
     run = run_scenario("setup_failure", 2, timeout_s=120.0,
                        extra_env={"RING_TEST_BAD_SETTING": "TORCH_RING_CPU_ISA=sse"})
     results = run.by_rank()
-    assert "TORCH_RING_CPU_ISA='sse' must be auto, baseline or avx2 (any case)" in \
+    assert "TORCH_RING_CPU_ISA='sse' must be auto, baseline, avx2 or avx512 (any case)" in \
         results[1]["message"], results[1]
     assert "rank 1 failed to set up" in results[0]["message"], results[0]
 
 
 def test_the_log_names_the_reduction_build_the_knob_chose():
-    # Where the CPU has AVX2 and F16C (its own /proc/cpuinfo flags), auto serves the vector
-    # build; baseline always serves the portable one. Each rank says which at INFO.
-    flags = open("/proc/cpuinfo").read()
-    vector = " avx2" in flags and " f16c" in flags
-    for knob, build in ((None, "avx2" if vector else "baseline"), ("baseline", "baseline")):
+    # auto serves the widest build the CPU has (its own /proc/cpuinfo flags): AVX-512 F/BW/DQ/VL
+    # (with AVX2 and F16C), else AVX2 with F16C, else the portable one; baseline always serves
+    # the portable one. Each rank says which at INFO.
+    flags = set(open("/proc/cpuinfo").read().split())
+    avx2 = {"avx2", "f16c"} <= flags
+    avx512 = avx2 and {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags
+    widest = "avx512" if avx512 else "avx2" if avx2 else "baseline"
+    for knob, build in ((None, widest), ("baseline", "baseline")):
         env = {"TORCH_RING_CPU_ISA": knob} if knob else {}
         run = debug_run(env)
         for text in run.outputs:
