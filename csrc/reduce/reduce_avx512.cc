@@ -27,8 +27,13 @@ namespace {
 // although AVX-512 machines have FMA. Why `flatten` and internal linkage: combineRange and
 // Combine are inline templates, and an out-of-line copy built for AVX-512 must never be the one
 // the linker keeps for the baseline callers. Why prefer-vector-width=512: compilers otherwise
-// tune AVX-512 code for 256-bit vectors.
+// tune AVX-512 code for 256-bit vectors (clang has no such target option, and ignores a whole
+// target attribute that names one: it gets the features alone).
+#if defined(__clang__)
+#define RING_AVX512 "avx512f,avx512bw,avx512dq,avx512vl,f16c"
+#else
 #define RING_AVX512 "avx512f,avx512bw,avx512dq,avx512vl,f16c,prefer-vector-width=512"
+#endif
 
 // Widening is a shift. The narrowing below is toBFloat16's integer rounding on sixteen lanes,
 // for CPUs without AVX512_BF16, for AVG's division and PREMUL_SUM's scaling, and for the lanes
