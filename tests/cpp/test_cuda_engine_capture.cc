@@ -68,12 +68,18 @@ TEST(CudaEngineCapture, TheWatchdogLeavesAnotherThreadsGlobalCaptureAlone) {
 // CUDA refuses that query (the thread's own capture), and the user learns so when the capture
 // ends; the collective's outcome is still to come, not a failed kernel.
 TEST(CudaEngineCapture, AQueryRefusedByTheCallersOwnCaptureIsNotAFailure) {
+  // Both ranks are threads of this process and both capture in Global mode: neither may begin
+  // before the other has set up and enqueued (a Global capture refuses the other thread's
+  // synchronizing copy of its input, which then outlives its buffer), nor go on before the
+  // other has ended its capture.
+  testing_support::Latch enqueued(2), captured(2);
   const auto outcomes = runEngineGroup(2, [&](EngineRank& r) {
     DeviceFloats data(std::vector<float>(64, 1.0f));
     StreamGate gate;
     gate.close(r.caller);
     auto task =
         r.engine.allReduce(callOf(r, 0), data.data(), 64, DType::Float32, RedOp::Sum, 1.0);
+    enqueued.arriveAndWait();
     cudaStream_t s = nullptr;
     cudaOk(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "capture stream");
     cudaOk(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "begin capture");
@@ -81,6 +87,7 @@ TEST(CudaEngineCapture, AQueryRefusedByTheCallersOwnCaptureIsNotAFailure) {
     EXPECT_FALSE(task->finished());
     cudaGraph_t graph = nullptr;
     EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureInvalidated);
+    captured.arriveAndWait();
     (void)cudaStreamDestroy(s);
     (void)cudaGetLastError();
     gate.open();
