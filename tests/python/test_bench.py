@@ -153,3 +153,32 @@ def test_mpi_and_fake_columns_beside_ring(tmp_path):
     rows = json.loads(out_json.read_text())["rows"]
     assert all(row["references"]["mpi"]["refused"] == "MPI has no AVG reduction" for row in rows)
     assert "mpi refused: MPI has no AVG reduction" in r.stdout, r.stdout
+
+
+def _load_processes():
+    """PIDs of running competing-load processes (load.py's loop, recognised by its source)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"parent = os.getppid()" in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def test_a_loaded_sweep_runs_beside_busy_processes_and_stops_them(tmp_path):
+    """--load 2: two busy processes from before ring's first call to after the reference's
+    last, reported in the metadata and the table; none is left behind after the run."""
+    assert not _load_processes()
+    out_json = tmp_path / "rows.json"
+    r = _run_bench(["--nproc", "2", "-b", "4K", "-e", "8K", "--warmup", "1", "--iters", "2",
+                    "--load", "2", "--json", str(out_json)], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    meta = json.loads(out_json.read_text())["meta"]
+    assert meta["load_processes"] == 2 and meta["load_processes_at_end"] == 2, meta
+    assert "under load: 2 busy processes" in r.stdout, r.stdout
+    assert not _load_processes()
+    r = _run_bench(["--load", "-1"], tmp_path)
+    assert r.returncode == 2 and "--load '-1'" in r.stderr, r.stderr

@@ -8,11 +8,13 @@
     python -m torch_ring_backend.bench --latency                  # per-call latency, 10 jobs
 
 Every rank joins two process groups over the same ranks: "ring" (the default group) and the
-reference (gloo on CPU, nccl on CUDA; --reference takes a list: gloo, nccl, mpi, fake). Each
+reference (gloo on CPU, nccl on CUDA; --reference takes a list: gloo, nccl, mpi, deepspeed,
+fake; deepspeed is DeepSpeed's shared-memory all_reduce op, not a process group). Each
 collective is measured at every size (doubling from --min-bytes to --max-bytes) with the same
 inputs on all: ring's whole sweep first, then each reference's (see _sweep in launch.py; the
 MPI ranks run after ring's have exited: mpi_reference.py). Every rank first copies memory for
-WARM_UP_SECONDS (measure.py says why). Columns (docs/conventions.md section 2):
+WARM_UP_SECONDS (measure.py says why). `--load N` runs the whole sweep, every backend's, beside
+N busy processes (load.py). Columns (docs/conventions.md section 2):
 
   size     bytes of the full array: the all_gather output, the reduce_scatter input
   time     microseconds per call: `iters` back-to-back calls after a barrier, slowest rank
@@ -29,10 +31,13 @@ WARM_UP_SECONDS (measure.py says why). Columns (docs/conventions.md section 2):
 The benchmark is a package, one job per file; each file imports only the ones listed before it:
 
   cases.py    the collectives: inputs, closed-form expected results, #wrong, busbw factors
+  load.py     --load: busy processes competing for the cores during a sweep
   options.py  the command line: Config, parse_config, parse_size, BadInput (exit code 2)
   measure.py  timing one collective at one size, the sizes of a sweep, the copy roofline
   report.py   rows, run metadata, the table on stdout, the --json, --csv and --plot files
   mpi_reference.py  the MPI reference: the same plan through mpi4py, in ranks of its own
+  deepspeed_reference.py  DeepSpeed's shared-memory all_reduce op, in ring's ranks, measured as
+              a process group is (what it gets silently wrong refused by name)
   latency.py  `--latency`: per-call times of small all_reduces over many separate jobs (ring,
               torch's fake, Open MPI through latency_mpi.py), the spread across jobs
   model.py    `python -m torch_ring_backend.bench.model`: the alpha-beta scale model of all_reduce

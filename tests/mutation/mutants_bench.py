@@ -1,0 +1,34 @@
+"""Mutants of the benchmarks' references and loads (torch_ring_backend/bench, scripts): the
+DeepSpeed reference, the competing load, the tensor-parallel decode. Part of mutants.py's list."""
+from mutant_type import Mutant
+
+BENCH_MUTANTS = [
+    Mutant("deepspeed_local_size_unset", "torch_ring_backend/bench/deepspeed_reference.py",
+           '        os.environ["LOCAL_SIZE"] = str(world)  # see the module\'s docstring',
+           "        pass", "py", "tests/python/test_bench_deepspeed.py -x -q -k columns",
+           why="DeepSpeed's op runs its reduction on an unmapped workspace (its ranks die of "
+               "SIGSEGV, as under torchrun without LOCAL_SIZE)"),
+    Mutant("deepspeed_max_timed_as_its_sum", "torch_ring_backend/bench/deepspeed_reference.py",
+           '        if ctx.op_name != "sum":', "        if False:", "py",
+           "tests/python/test_bench_deepspeed.py -x -q -k refused",
+           why="--op max times DeepSpeed's op, which returns the sum: a wrong answer timed"),
+    Mutant("deepspeed_workspaces_left", "torch_ring_backend/bench/deepspeed_reference.py",
+           "            os.unlink(os.path.join(\"/dev/shm\", workspace_name(self.rank)))",
+           "            pass", "py", "tests/python/test_bench_deepspeed.py -x -q -k columns",
+           why="66 MiB of /dev/shm per rank left behind by every run, as DeepSpeed leaves them"),
+    Mutant("refusal_for_the_first_size_only", "torch_ring_backend/bench/measure.py",
+           "            yield from [m] * (len(plan) - i + 1)", "            yield m", "py",
+           "tests/python/test_bench_deepspeed.py -x -q -k refused",
+           why="a reference's refusal shows at its first size only; the other rows read as "
+               "measured without a number"),
+    Mutant("load_starts_nothing", "torch_ring_backend/bench/load.py",
+           "        for _ in range(self.processes):", "        for _ in range(0):", "py",
+           "tests/python/test_bench.py -x -q -k loaded",
+           why="--load reports N busy processes and runs the sweep on quiet cores"),
+    Mutant("tp_decode_mlp_output_not_reduced", "scripts/tp_decode_bench.py",
+           "        all_reduce(out)\n        x = x + out\n    return x",
+           "        x = x + out\n    return x", "py",
+           "tests/python/test_tp_decode_bench.py -x -q",
+           why="the row-parallel MLP's partial sums are added unreduced: every rank computes "
+               "its own wrong model"),
+]
