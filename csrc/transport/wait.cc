@@ -49,10 +49,11 @@ void waitUntil(const std::atomic<uint64_t>& word, uint64_t target,
       if (word.load(std::memory_order_acquire) >= target) return;
       if (i % 64 == 0) {
         if (Clock::now() >= spinUntil) break;
-        // Yield now and then: if the thread we wait for shares this core (another process
-        // took the other one), it runs at once instead of after our whole spin budget; with
-        // nothing else runnable, sched_yield returns immediately and we keep polling.
-        std::this_thread::yield();
+        // Where ranks share cores, yield now and then: if the thread we wait for shares this
+        // core, it runs at once instead of after our whole spin budget; with nothing else
+        // runnable, sched_yield returns immediately and we keep polling. Where each rank has
+        // a core, never (WaitContext::yieldWhileSpinning says why).
+        if (ctx.yieldWhileSpinning) std::this_thread::yield();
       }
     }
   }

@@ -3,7 +3,7 @@ that must catch it (the rules are in mutate.py). Data only: a list that grows by
 mutant. Those of the plans across hosts, their prices and the emulated links are in
 mutants_hosts.py; those of the CUDA path's torch layer in mutants_cuda.py."""
 from mutant_type import Mutant
-from mutants_bench import BENCH_MUTANTS
+from mutants_bench import BENCH_MUTANTS, SPIN_MUTANTS
 from mutants_cuda import CUDA_MUTANTS
 from mutants_hosts import HOST_MUTANTS
 
@@ -763,4 +763,4 @@ MUTANTS = [
            "CpuBinding.*",
            why="a group made after the binding counts one CPU for the machine's ranks and "
                "spins 50 us with a yield per look where each rank has a core"),
-] + HOST_MUTANTS + CUDA_MUTANTS + BENCH_MUTANTS
+] + HOST_MUTANTS + CUDA_MUTANTS + BENCH_MUTANTS + SPIN_MUTANTS

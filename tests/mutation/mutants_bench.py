@@ -1,5 +1,6 @@
 """Mutants of the benchmarks' references and loads (torch_ring_backend/bench, scripts): the
-DeepSpeed reference, the competing load, the tensor-parallel decode. Part of mutants.py's list."""
+DeepSpeed reference, the competing load, the tensor-parallel decode; and of what the loaded
+benchmark found: the waits' spin beside busy processes. Part of mutants.py's list."""
 from mutant_type import Mutant
 
 BENCH_MUTANTS = [
@@ -31,4 +32,21 @@ BENCH_MUTANTS = [
            "tests/python/test_tp_decode_bench.py -x -q",
            why="the row-parallel MLP's partial sums are added unreduced: every rank computes "
                "its own wrong model"),
+]
+
+# The waits' spin where each rank has a core (transport/wait.h, yieldWhileSpinning).
+SPIN_MUTANTS = [
+    Mutant("wait_spin_yields_beside_its_own_core", "csrc/transport/wait.cc",
+           "        if (ctx.yieldWhileSpinning) std::this_thread::yield();",
+           "        std::this_thread::yield();", "cpp", "WaitSpin.*", quick=True,
+           why="a waiter with a core of its own yields it every 64 pauses: beside busy "
+               "processes one of them keeps the core for a slice (1 MiB all_reduce 10-12 ms)"),
+    Mutant("group_waits_yield_beside_their_own_cores", "csrc/executor/communicator.cc",
+           "  ctx.yieldWhileSpinning = !ownCore_;", "  ctx.yieldWhileSpinning = true;", "cpp",
+           "WaitSpin.*",
+           why="the group's waits yield where every rank has a core"),
+    Mutant("callers_patience_yields_beside_its_own_core", "csrc/executor/communicator_issue.cc",
+           "    if (!ownCore_) std::this_thread::yield();", "    std::this_thread::yield();",
+           "cpp", "WaitSpin.*",
+           why="the caller's patience for its peers yields its core every 64 looks"),
 ]
