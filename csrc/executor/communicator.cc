@@ -164,7 +164,7 @@ WaitContext Communicator::waitContext(const Fingerprint& fp, const CallInfo& c) 
   ctx.timeout = c.timeout;
   ctx.deadline = ctx.start + c.timeout;
   ctx.spinMicros = spinMicros_;
-  ctx.yieldAfterMicros = ownCore_ ? kPureSpinMicros : 0;
+  ctx.yieldWhileSpinning = !ownCore_;
   // By reference: the context lives only inside guarded(), whose caller holds `fp`; two
   // pointers fit std::function's inline buffer, so a call allocates nothing for its message.
   ctx.describe = [this, &fp] {

@@ -202,10 +202,6 @@ class Communicator {
   int spinMicros_ = 0;
   // Whether every rank of this host has a core of its own (the long spin: chooseSpin).
   bool ownCore_ = false;
-  // Where it is: how long a wait polls before it starts to yield the core now and then
-  // (WaitContext::yieldAfterMicros says why; pollFor keeps the same rule). 50 us: above a
-  // message's usual arrival between two running ranks (a 256 KiB slot copies in about 25 us).
-  static constexpr int kPureSpinMicros = 50;
   std::unique_ptr<Transport> transport_;
   HostLayout layout_;
   // hostMajorRing(layout_) and each rank's place on it (broadcast between hosts).

@@ -43,20 +43,17 @@ void waitUntil(const std::atomic<uint64_t>& word, uint64_t target,
   if (word.load(std::memory_order_acquire) >= target) return;
   if (ctx.spinMicros > 0) {
     // Bounded by time, not iterations: the cost of a pause instruction varies 10x between CPUs.
-    const auto spinStart = Clock::now();
-    const auto spinUntil = spinStart + std::chrono::microseconds(ctx.spinMicros);
-    const auto yieldFrom = spinStart + std::chrono::microseconds(ctx.yieldAfterMicros);
+    const auto spinUntil = Clock::now() + std::chrono::microseconds(ctx.spinMicros);
     for (int i = 1;; ++i) {
       cpuRelax();
       if (word.load(std::memory_order_acquire) >= target) return;
       if (i % 64 == 0) {
-        const auto now = Clock::now();
-        if (now >= spinUntil) break;
-        // Yield now and then, once the wait has lasted yieldAfterMicros: if the thread we wait
-        // for shares this core, it runs at once instead of after our whole spin budget; with
-        // nothing else runnable, sched_yield returns immediately and we keep polling
-        // (WaitContext::yieldAfterMicros says why not sooner where each rank has a core).
-        if (now >= yieldFrom) std::this_thread::yield();
+        if (Clock::now() >= spinUntil) break;
+        // Where ranks share cores, yield now and then: if the thread we wait for shares this
+        // core, it runs at once instead of after our whole spin budget; with nothing else
+        // runnable, sched_yield returns immediately and we keep polling. Where each rank has
+        // a core, never (WaitContext::yieldWhileSpinning says why).
+        if (ctx.yieldWhileSpinning) std::this_thread::yield();
       }
     }
   }

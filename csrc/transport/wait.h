@@ -21,18 +21,15 @@ struct WaitContext {
   // Microseconds of busy-polling before sleeping (see chooseSpin in communicator.cc: some when
   // every rank of the host has a core of its own, none when ranks outnumber cores).
   int spinMicros = 0;
-  // After how long the spin starts to yield the core every 64 pauses (chooseSpin again: at
-  // once where this host's ranks outnumber its cores, after kPureSpinMicros where each rank has
-  // a core). Where ranks share cores the rank waited on may be queued behind this thread on
-  // this very core, and a yield lets it run. Where each rank has a core, a yield can only hand
+  // Whether the spin yields the core every 64 pauses (chooseSpin again: only where this host's
+  // ranks outnumber its cores). There the rank waited on may be queued behind this thread on
+  // this very core, and a yield lets it run. Where every rank has a core, a yield can only hand
   // the core to some other runnable thread, and when other processes compete for the cores
-  // that is one of theirs, which then keeps the core for a whole scheduler slice (milliseconds):
-  // were a wait's first microseconds to yield, every message that lands a moment later would
-  // pay a slice (an all_reduce of 1 MiB beside one busy process per core: 10-12 ms with yields
-  // from the start, 0.1-1.6 ms without; docs/benchmarks_deepspeed.md). A wait that has lasted
-  // longer is waiting for a peer that is itself off its core; yielding then costs nothing and
-  // gives the busy process its share now rather than in the middle of this rank's next work.
-  int yieldAfterMicros = 0;
+  // that is one of theirs, which then keeps the core for a whole scheduler slice (milliseconds)
+  // after the data has arrived: an all_reduce of 1 MiB beside one busy process per core took
+  // 10-12 ms with the yields against 0.1-2.5 ms without; yielding only once a wait had lasted
+  // 50 us still cost 13-580 ms from 2 MiB up (docs/benchmarks_deepspeed.md).
+  bool yieldWhileSpinning = true;
   // "all_reduce of 1000 float32 (op SUM), sequence 17 on rank 1 of group 'default'"
   std::function<std::string()> describe;
   // Throws CommError if the group was aborted or broken, or a peer died. Called between sleeps.

@@ -34,23 +34,19 @@ BENCH_MUTANTS = [
                "its own wrong model"),
 ]
 
-# The waits' spin where each rank has a core (transport/wait.h, yieldAfterMicros).
+# The waits' spin where each rank has a core (transport/wait.h, yieldWhileSpinning).
 SPIN_MUTANTS = [
-    Mutant("wait_spin_yields_from_its_first_microsecond", "csrc/transport/wait.cc",
-           "        if (now >= yieldFrom) std::this_thread::yield();",
+    Mutant("wait_spin_yields_beside_its_own_core", "csrc/transport/wait.cc",
+           "        if (ctx.yieldWhileSpinning) std::this_thread::yield();",
            "        std::this_thread::yield();", "cpp", "WaitSpin.*", quick=True,
-           why="a waiter with a core of its own yields it every 64 pauses from the start: beside "
-               "busy processes one of them keeps the core for a slice (1 MiB all_reduce 10-12 ms)"),
-    Mutant("group_waits_yield_from_the_start", "csrc/executor/communicator.cc",
-           "  ctx.yieldAfterMicros = ownCore_ ? kPureSpinMicros : 0;",
-           "  ctx.yieldAfterMicros = 0;", "cpp", "WaitSpin.*",
-           why="the group's waits yield from the start where every rank has a core"),
-    Mutant("callers_patience_yields_from_the_start", "csrc/executor/communicator_issue.cc",
-           "    if (!ownCore_ || now >= yieldFrom) std::this_thread::yield();",
-           "    std::this_thread::yield();", "cpp", "WaitSpin.*",
-           why="the caller's patience for its peers yields its core every 64 looks at once"),
-    Mutant("callers_patience_never_yields", "csrc/executor/communicator_issue.cc",
-           "    if (!ownCore_ || now >= yieldFrom) std::this_thread::yield();",
-           "    if (!ownCore_) std::this_thread::yield();", "cpp", "WaitSpin.*",
-           why="a long patience keeps the core from the busy process beside it to the end"),
+           why="a waiter with a core of its own yields it every 64 pauses: beside busy "
+               "processes one of them keeps the core for a slice (1 MiB all_reduce 10-12 ms)"),
+    Mutant("group_waits_yield_beside_their_own_cores", "csrc/executor/communicator.cc",
+           "  ctx.yieldWhileSpinning = !ownCore_;", "  ctx.yieldWhileSpinning = true;", "cpp",
+           "WaitSpin.*",
+           why="the group's waits yield where every rank has a core"),
+    Mutant("callers_patience_yields_beside_its_own_core", "csrc/executor/communicator_issue.cc",
+           "    if (!ownCore_) std::this_thread::yield();", "    std::this_thread::yield();",
+           "cpp", "WaitSpin.*",
+           why="the caller's patience for its peers yields its core every 64 looks"),
 ]
