@@ -240,10 +240,13 @@ def parse_args(argv=None):
                 f"evenly over {a.nproc} ranks, and hidden ({a.hidden}) over the heads")
     if "deepspeed" in a.backends:
         try:
-            from torch_ring_backend.bench.deepspeed_reference import build
-            build()  # compiled once here, before the ranks load it
+            from torch_ring_backend.bench.deepspeed_reference import build, unsupported
+            level = build().vector_kernel_level()  # compiled once here, before the ranks load it
         except RuntimeError as e:
             p.error(str(e))
+        reason = unsupported(a.dtype, level)
+        if reason:
+            p.error(f"--backends deepspeed: {reason}")
     return a
 
 

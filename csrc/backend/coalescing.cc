@@ -161,7 +161,8 @@ c10::intrusive_ptr<c10d::Work> allOf(int rank, c10d::OpType type,
 
 HostCall fuseHeld(const std::vector<Coalescer::Held>& held,
                   const std::function<void(const CallInfo&, const Tensors&, const AllReduceKey&)>&
-                      allReduceConcatenation) {
+                      allReduceConcatenation,
+                  const std::function<void(const CallInfo&, const HostCall&)>& runOne) {
   HostCall fused;
   fused.type = c10d::OpType::COALESCED;
   fused.timeout = held.front().call.timeout;
@@ -188,8 +189,8 @@ HostCall fuseHeld(const std::vector<Coalescer::Held>& held,
   std::vector<HostCall> calls;
   for (const auto& h : held) calls.push_back(h.call);
   fused.detail = strCat(held.size(), " calls back to back");
-  fused.body = [calls](const CallInfo& c, const Tensors&, const Tensors&) {
-    for (const HostCall& call : calls) call.body(c, call.inputs, call.outputs);
+  fused.body = [calls, runOne](const CallInfo& c, const Tensors&, const Tensors&) {
+    for (const HostCall& call : calls) runOne(c, call);
   };
   return fused;
 }

@@ -58,9 +58,11 @@ c10::intrusive_ptr<c10d::Work> allOf(int rank, c10d::OpType type,
                                      std::vector<c10::intrusive_ptr<c10d::Work>> parts);
 
 // The held calls as one host call: `allReduceConcatenation` over every output if they are all
-// all_reduces of one dtype and op (fuse), else each body in turn.
+// all_reduces of one dtype and op (fuse), else each in turn through `runOne` (its body, or its
+// collective through the group).
 HostCall fuseHeld(const std::vector<Coalescer::Held>& held,
                   const std::function<void(const CallInfo&, const Tensors&, const AllReduceKey&)>&
-                      allReduceConcatenation);
+                      allReduceConcatenation,
+                  const std::function<void(const CallInfo&, const HostCall&)>& runOne);
 
 }  // namespace ring

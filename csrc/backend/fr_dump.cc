@@ -58,28 +58,6 @@ std::string ranksText(const std::vector<int64_t>& ranks) {
 
 }  // namespace
 
-namespace {
-
-void fillSide(const std::vector<at::Tensor>& tensors, std::vector<std::vector<int64_t>>& sizes,
-              std::vector<std::string_view>& dtypes) {
-  // Assigned element by element, not rebuilt: the recorder's entry is reused, and its vectors
-  // keep their capacity (executor/flight_recorder.cc says why).
-  sizes.resize(tensors.size());
-  dtypes.resize(tensors.size());
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    sizes[i].assign(tensors[i].sizes().begin(), tensors[i].sizes().end());
-    dtypes[i] = c10::toString(tensors[i].scalar_type());
-  }
-}
-
-}  // namespace
-
-void fillFlightShapes(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
-                      FlightShapes& shapes) {
-  fillSide(inputs, shapes.inputSizes, shapes.inputDtypes);
-  fillSide(outputs, shapes.outputSizes, shapes.outputDtypes);
-}
-
 void registerGroupForDumps(const RingBackend* group) {
   std::lock_guard<std::mutex> lock(gGroupsMutex);
   groups().insert(group);

@@ -16,11 +16,6 @@ namespace ring {
 
 class RingBackend;
 
-// What the flight recorder keeps of a call's tensors for the dump (torch's entries list the
-// same): their shapes and torch's dtype names, written into `shapes` (a recorder entry's own).
-void fillFlightShapes(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
-                      FlightShapes& shapes);
-
 // Every RingBackend registers itself for its lifetime, so that one dump holds every group.
 void registerGroupForDumps(const RingBackend* group);
 void unregisterGroupForDumps(const RingBackend* group);

@@ -87,12 +87,6 @@ Exchange exchangeOf(const std::vector<int64_t>& sendBytes, const std::vector<int
 c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, HostCall call,
                                                std::function<void(const CallInfo&)> beforeBody,
                                                bool callerMayRun) {
-  {
-    // Before the queue: a peer that runs this call on its own thread waits for this rank's
-    // part of it, and must know that it is coming.
-    std::lock_guard<std::mutex> lock(commMutex_);
-    if (comm_) comm_->announceIssued(seq + 1);
-  }
   WorkQueue::Task task;
   task.name = name;
   if (CommProfile::recording()) {
@@ -104,7 +98,7 @@ c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, H
   task.work = c10::make_intrusive<RingWork>(rank_, call.type, task.call.seq, call.outputs);
   task.callerMayRun = callerMayRun;
   task.bytes = std::max(bytesHeld(call.inputs), bytesHeld(call.outputs));
-  task.post = call.post;
+  task.collective = call.collective;
   // The tensors move into the task (the Work keeps its own reference to the outputs).
   task.before = std::move(beforeBody);
   task.body = std::move(call.body);
@@ -177,12 +171,9 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allreduce(std::vector<at::Tensor>& t
     return started(cuda->allReduce(s, t, d, op, factor, seq_++, effectiveTimeout(opts.timeout)));
   }
 #endif
-  return run(s, {c10d::OpType::ALLREDUCE, countDetail(t.numel(), d, op),
-                 {t}, {t}, opts.timeout,
-                 [this, d, op, factor](const CallInfo& c, const Tensors&, const Tensors& out) {
-                   comm_->allReduce(out[0].data_ptr(), out[0].numel(), d, op, factor, c);
-                 },
-                 AllReduceKey{d, op, factor}, PostAhead::allReduce(t.numel(), d, op, factor)});
+  return run(s, {c10d::OpType::ALLREDUCE, countDetail(t.numel(), d, op), {t}, {t}, opts.timeout,
+                 nullptr, AllReduceKey{d, op, factor},
+                 CollectiveArgs::allReduce(t.numel(), d, op, factor)});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::allreduce_coalesced(
@@ -226,11 +217,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::broadcast(std::vector<at::Tensor>& t
     return started(cuda->broadcast(s, t, d, root, seq_++, effectiveTimeout(opts.timeout)));
   }
 #endif
-  return run(s, {c10d::OpType::BROADCAST, countDetail(t.numel(), d, root),
-                 {t}, {t}, opts.timeout,
-                 [this, d, root](const CallInfo& c, const Tensors&, const Tensors& out) {
-                   comm_->broadcast(out[0].data_ptr(), out[0].numel(), d, root, c);
-                 }});
+  return run(s, {c10d::OpType::BROADCAST, countDetail(t.numel(), d, root), {t}, {t}, opts.timeout,
+                 nullptr, std::nullopt, CollectiveArgs::broadcast(t.numel(), d, root)});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::reduce(std::vector<at::Tensor>& tensors,
@@ -241,13 +229,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reduce(std::vector<at::Tensor>& tens
   double factor = 1.0;
   const RedOp op = toRingOp(s, opts.reduceOp, t.scalar_type(), &factor);
   const DType d = toRingDType(s, t.scalar_type());
-  return run(s, {c10d::OpType::REDUCE,
-                 countDetail(t.numel(), d, op, root), {t},
-                 {t}, opts.timeout,
-                 [this, d, op, factor, root](const CallInfo& c, const Tensors&, const Tensors& out) {
-                   comm_->reduce(out[0].data_ptr(), out[0].data_ptr(), out[0].numel(), d, op,
-                                 factor, root, c);
-                 }});
+  return run(s, {c10d::OpType::REDUCE, countDetail(t.numel(), d, op, root), {t}, {t}, opts.timeout,
+                 nullptr, std::nullopt, CollectiveArgs::reduce(t.numel(), d, op, factor, root)});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -262,10 +245,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::_allgather_base(at::Tensor& output, 
   }
 #endif
   return run(s, {c10d::OpType::_ALLGATHER_BASE, countDetail(input.numel(), d), {input}, {output},
-                 opts.timeout, [this, d](const CallInfo& c, const Tensors& in, const Tensors& out) {
-                   comm_->allGather(in[0].data_ptr(), out[0].data_ptr(), in[0].numel(), d, c);
-                 },
-                 std::nullopt, PostAhead::allGather(input.numel(), d)});
+                 opts.timeout, nullptr, std::nullopt, CollectiveArgs::allGather(input.numel(), d)});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::allgather(
@@ -282,7 +262,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allgather(
                    comm_->allGather(in[0].data_ptr(), flat.data_ptr(), in[0].numel(), d, c);
                    splitInto(flat, out);
                  },
-                 std::nullopt, PostAhead::allGather(inputs[0].numel(), d)});
+                 std::nullopt, CollectiveArgs::allGather(inputs[0].numel(), d)});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::allgather_coalesced(
@@ -358,16 +338,16 @@ c10::intrusive_ptr<c10d::Work> RingBackend::_reduce_scatter_base(
 #endif
   // Blocks of the input are read until the last step: an output inside the input would be
   // overwritten first, so such an input is read from a copy.
-  const bool copyInput = overlaps(input, output);
-  return run(s, {c10d::OpType::_REDUCE_SCATTER_BASE,
-                 countDetail(output.numel(), d, op), {input}, {output},
-                 opts.timeout,
-                 [this, d, op, factor, copyInput](const CallInfo& c, const Tensors& in,
-                                                  const Tensors& out) {
-                   const at::Tensor src = copyInput ? in[0].clone() : in[0];
-                   comm_->reduceScatter(src.data_ptr(), out[0].data_ptr(), out[0].numel(), d, op,
-                                        factor, c);
-                 }});
+  HostCall call{c10d::OpType::_REDUCE_SCATTER_BASE, countDetail(output.numel(), d, op), {input},
+                {output}, opts.timeout, nullptr, std::nullopt,
+                CollectiveArgs::reduceScatter(output.numel(), d, op, factor)};
+  if (overlaps(input, output)) {
+    call.body = [this, d, op, factor](const CallInfo& c, const Tensors& in, const Tensors& out) {
+      const at::Tensor src = in[0].clone();
+      comm_->reduceScatter(src.data_ptr(), out[0].data_ptr(), out[0].numel(), d, op, factor, c);
+    };
+  }
+  return run(s, std::move(call));
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::reduce_scatter(
@@ -386,7 +366,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reduce_scatter(
                    at::Tensor flat = flatCat(in);
                    comm_->reduceScatter(flat.data_ptr(), out[0].data_ptr(), out[0].numel(), d, op,
                                         factor, c);
-                 }});
+                 },
+                 std::nullopt, CollectiveArgs::reduceScatter(outputs[0].numel(), d, op, factor)});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::reduce_scatter_tensor_coalesced(
@@ -572,14 +553,16 @@ c10::intrusive_ptr<c10d::Work> RingBackend::barrier(const c10d::BarrierOptions& 
   // Like any small host call it may run on the caller's thread (work_queue.h). Its empty
   // message is posted ahead only where no CUDA work of the group can be pending: the barrier
   // waits for that work before its round.
-  const PostAhead post = cudaPathSetUp() ? PostAhead{} : PostAhead::barrier();
-  return push(s.collective, seq_++, {c10d::OpType::BARRIER, CallDetail(), {}, {}, opts.timeout,
-                             [this](const CallInfo& c, const Tensors&, const Tensors&) {
-                               waitCudaWork();
-                               comm_->barrier(c);
-                             },
-                             std::nullopt, post},
-              nullptr, /*callerMayRun=*/true);
+  HostCall call{c10d::OpType::BARRIER, CallDetail(), {}, {}, opts.timeout, nullptr, std::nullopt,
+                CollectiveArgs::barrier()};
+  if (cudaPathSetUp()) {
+    call.collective = std::nullopt;
+    call.body = [this](const CallInfo& c, const Tensors&, const Tensors&) {
+      waitCudaWork();
+      comm_->barrier(c);
+    };
+  }
+  return push(s.collective, seq_++, std::move(call), nullptr, /*callerMayRun=*/true);
 }
 
 }  // namespace ring

@@ -202,10 +202,21 @@ c10::intrusive_ptr<c10d::Work> RingBackend::endCoalescing() {
   Coalescer::Block block = coalescer_.end(rank_);
   std::vector<c10::intrusive_ptr<c10d::Work>> parts = std::move(block.started);
   if (!block.held.empty()) {
-    HostCall fused = fuseHeld(block.held, [this](const CallInfo& c, const Tensors& tensors,
-                                                  const AllReduceKey& k) {
+    const auto concatenation = [this](const CallInfo& c, const Tensors& tensors,
+                                      const AllReduceKey& k) {
       allReduceConcatenation(c, tensors, k);
-    });
+    };
+    // A held call without a body is one collective over its first input and output.
+    const auto runOne = [this](const CallInfo& c, const HostCall& call) {
+      if (call.body) {
+        call.body(c, call.inputs, call.outputs);
+        return;
+      }
+      const auto first = [](const Tensors& v) { return v.empty() ? nullptr : v[0].data_ptr(); };
+      comm_->run(comm_->prepare(*call.collective, c.seq), first(call.inputs), first(call.outputs),
+                 c);
+    };
+    HostCall fused = fuseHeld(block.held, concatenation, runOne);
     auto task = push("coalesced", seq_++, std::move(fused));
     // Each caller's Work completes with the block's task (on the worker, right after it).
     std::vector<c10::intrusive_ptr<RingWork>> members;

@@ -30,7 +30,7 @@ bool RingWork::isCompleted() { return c10d::Work::isCompleted(); }
 
 bool RingWork::wait(std::chrono::milliseconds timeout) {
   if (timeout == kNoTimeout && !c10d::Work::isCompleted()) {
-    if (std::shared_ptr<QueueOfWork> queue = queue_.lock()) queue->runOnWaiter(*this);
+    if (std::shared_ptr<CallRunner> runner = runner_.lock()) runner->runOnWaiter(*this);
   }
   return c10d::Work::wait(timeout);
 }

@@ -16,11 +16,11 @@ namespace ring {
 
 class RingWork;
 
-// The queue a Work's task waits in (WorkQueue), as wait() sees it: runs the task of `work` on
-// the calling thread if it is next in line and nothing of the group is running.
-class QueueOfWork {
+// The runner of the group's calls (WorkQueue), as a Work's wait() sees it: runs the call of
+// `work` on the calling thread if it is next in line and nothing of the group is running.
+class CallRunner {
  public:
-  virtual ~QueueOfWork() = default;
+  virtual ~CallRunner() = default;
   virtual bool runOnWaiter(const RingWork& work) = 0;
 };
 
@@ -61,9 +61,9 @@ class RingWork : public c10d::Work {
   // as the caller's thread runs a small call at issue (work_queue.h). Only a wait without a
   // timeout of its own: the task may take up to the group's timeout.
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
-  // Set by the queue before the task can be waited for (the queue outlives no Work it names:
-  // a weak reference).
-  void setQueue(std::weak_ptr<QueueOfWork> queue) { queue_ = std::move(queue); }
+  // Set by the runner when it queues the call, before the Work can be waited for (a weak
+  // reference: the runner may go before the Work).
+  void setRunner(std::weak_ptr<CallRunner> runner) { runner_ = std::move(runner); }
 
  private:
   // Marks `f` with the outcome complete() recorded (futureMutex_ held or not: see the .cc).
@@ -83,7 +83,7 @@ class RingWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> resultFuture_;  // made on the first ask, as future_
   std::atomic<int> sourceRank_{-1};
   std::atomic<float> durationMs_{-1.0f};  // -1: not run to its end yet
-  std::weak_ptr<QueueOfWork> queue_;
+  std::weak_ptr<CallRunner> runner_;
 };
 
 // List[Tensor]: the value type of every future this backend completes.

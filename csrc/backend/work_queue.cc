@@ -4,13 +4,35 @@
 
 #include <algorithm>
 
-#include "backend/fr_dump.h"
 #include "common/env.h"
 #include "common/errors.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
 
 namespace ring {
+
+namespace {
+
+// What the flight recorder keeps of a call's tensors for the dump (torch's entries list the
+// same): their shapes and torch's dtype names. Assigned element by element, not rebuilt: the
+// recorder's entry is reused, and its vectors keep their capacity (flight_recorder.cc says
+// why).
+void fillSide(const std::vector<at::Tensor>& tensors, std::vector<std::vector<int64_t>>& sizes,
+              std::vector<std::string_view>& dtypes) {
+  sizes.resize(tensors.size());
+  dtypes.resize(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    sizes[i].assign(tensors[i].sizes().begin(), tensors[i].sizes().end());
+    dtypes[i] = c10::toString(tensors[i].scalar_type());
+  }
+}
+
+// Where a call's first input or output lies (null where it has none: a barrier).
+void* firstData(const std::vector<at::Tensor>& tensors) {
+  return tensors.empty() ? nullptr : tensors[0].data_ptr();
+}
+
+}  // namespace
 
 std::shared_ptr<WorkQueue> WorkQueue::make(int rank, std::string groupName, Communicator& group,
                                            FlightRecorder& recorder, Finished finished) {
@@ -35,25 +57,41 @@ void WorkQueue::start() {
 
 WorkQueue::~WorkQueue() { stop(); }
 
-void WorkQueue::push(Task&& task) {
+uint64_t WorkQueue::record(Task& task) {
   // The recorder fills the entry's shapes from the task's tensors (what the body will run on).
-  const uint64_t id = recorder_.recordQueued(
+  return recorder_.recordQueued(
       task.call.seq, task.name, task.detail,
       [](const void* context, FlightShapes& shapes) {
         const Task& t = *static_cast<const Task*>(context);
-        fillFlightShapes(t.inputs, t.outputs, shapes);
+        fillSide(t.inputs, shapes.inputSizes, shapes.inputDtypes);
+        fillSide(t.outputs, shapes.outputSizes, shapes.outputDtypes);
       },
       &task, task.call.timeout.count());
+}
+
+void WorkQueue::push(Task&& task) {
+  uint64_t id = 0;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     if (stopping_) {
-      recorder_.markEnded(id, "called after shutdown");
+      lock.unlock();
+      recorder_.markEnded(record(task), "called after shutdown");
       TORCH_CHECK(false, "ring: ", task.name, " on rank ", rank_,
                   " was called after the process group was shut down (destroy_process_group)");
     }
+    // Before anything else, the flight recorder's entry included: a peer that runs this call on
+    // its own thread waits for this rank's part of it, and must know that it is coming
+    // (allIssued), and a peer that asks waits for this very store. Under the lock: the group is
+    // still there (stop() is not past its first step), and announcements go out in the order
+    // the calls are queued.
+    group_.announceIssued(task.call.seq + 1);
+    RING_ASSERT(task.body || task.collective, task.name, " (sequence ", task.call.seq,
+                ") was queued with nothing to run");
+    if (task.collective) task.prepared = group_.prepare(*task.collective, task.call.seq);
+    id = record(task);
     const bool callerMay = task.callerMayRun && task.bytes <= env().inlineBytes;
     if (!callerMay || !queue_.empty() || holder_ != Holder::Nobody) {
-      task.work->setQueue(weak_from_this());
+      task.work->setRunner(weak_from_this());
       queue_.emplace_back(id, std::move(task));
       wake_.notify_one();
       return;
@@ -72,7 +110,7 @@ void WorkQueue::push(Task&& task) {
     holder_ = Holder::Nobody;
     // Not here after all: to the worker, ahead of anything another thread queued meanwhile
     // (it was issued later, and a posted call must be the next to run).
-    task.work->setQueue(weak_from_this());
+    task.work->setRunner(weak_from_this());
     queue_.emplace_front(id, std::move(task));
   }
   idle_.notify_all();
@@ -80,29 +118,20 @@ void WorkQueue::push(Task&& task) {
 }
 
 bool WorkQueue::callerRuns(Task& task) {
-  // The post ahead of the question. It never waits; where it throws (the group is already
-  // broken) the call runs here, where its body meets the same failure at once and the Work
-  // carries it.
-  const PostAhead& p = task.post;
-  try {
-    switch (p.kind) {
-      case PostAhead::Kind::Nothing:
-        break;
-      case PostAhead::Kind::AllReduce:
-        group_.postAllReduce(task.outputs[0].data_ptr(), p.count, p.dtype, p.op, p.factor,
-                             task.call);
-        break;
-      case PostAhead::Kind::AllGather:
-        group_.postAllGather(task.inputs[0].data_ptr(), p.count, p.dtype, task.call);
-        break;
-      case PostAhead::Kind::Barrier:
-        group_.postBarrier(task.call);
-        break;
+  // The post ahead of the question (the group decides whether the call is one mailbox round).
+  // It never waits; where it throws (the group is already broken) the call runs here, where it
+  // meets the same failure at once and the Work carries it.
+  const PreparedCall* posted = nullptr;
+  if (task.prepared) {
+    try {
+      if (group_.post(*task.prepared, firstData(task.inputs), firstData(task.outputs))) {
+        posted = &*task.prepared;
+      }
+    } catch (...) {
+      return true;
     }
-  } catch (...) {
-    return true;
   }
-  return group_.allIssued(task.call.seq + 1, callerPatience(task.bytes));
+  return group_.allIssued(task.call.seq + 1, callerPatience(task.bytes), posted);
 }
 
 std::chrono::microseconds WorkQueue::callerPatience(int64_t bytes) const {
@@ -216,9 +245,15 @@ std::exception_ptr WorkQueue::run(uint64_t id, Task& task, const char* thread) {
   task.call.plan = &plan;
   std::exception_ptr error;
   try {
-    const auto body = [&task] {
+    // The body, or the group, runs the collective as prepared (posted ahead or not).
+    task.call.prepared = task.prepared ? &*task.prepared : nullptr;
+    const auto body = [this, &task] {
       if (task.before) task.before(task.call);
-      task.body(task.call, task.inputs, task.outputs);
+      if (task.body) {
+        task.body(task.call, task.inputs, task.outputs);
+      } else {
+        group_.run(*task.prepared, firstData(task.inputs), firstData(task.outputs), task.call);
+      }
     };
     if (task.profile) {
       task.profile->run(body);
@@ -241,6 +276,7 @@ std::exception_ptr WorkQueue::run(uint64_t id, Task& task, const char* thread) {
   task.work->noteDuration(static_cast<float>(ms));
   recorder_.markEnded(id, what, end, plan);
   task.call.plan = nullptr;
+  task.call.prepared = nullptr;
   if (finished_) finished_(task.work->retrieveOpType(), task.call.seq, start, end, error);
   return error;
 }

@@ -16,12 +16,12 @@
 //   - the group's worker thread ("ring-worker") otherwise.
 // The group is held by exactly one of them at a time (holder_).
 //
-// A call that can post its message ahead (Task::post: a small all_reduce, all_gather or barrier
-// that is one mailbox round) is posted by the caller before it asks whether the peers have
-// issued it, so its message travels while the ranks wait for each other (docs/latency_cpu.md,
-// "The message posted before the question"). If the answer is no, the call goes to the front of
-// the queue: it is the next to run, whoever runs it, so no other call of the group posts in
-// between.
+// A call that can post its message ahead (its prepared collective is a small all_reduce,
+// all_gather or barrier that is one mailbox round: Communicator::post) is posted by the caller
+// before it asks whether the peers have issued it, so its message travels while the ranks wait
+// for each other (docs/latency_cpu.md, "The message posted before the question"). If the
+// answer is no, the call goes to the front of the queue: it is the next to run, whoever runs
+// it, so no other call of the group posts in between.
 //
 // The states of a call: issued (push) -> [posted] -> queued or running -> completing -> done.
 // The group is released before a call's Work completes (releaseThenComplete), so a collective
@@ -35,6 +35,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -48,19 +49,25 @@ namespace ring {
 
 // Owned through a shared_ptr (make()): each queued Work holds a weak reference, to run its own
 // task when it is waited for before the worker took it (RingWork::wait).
-class WorkQueue : public QueueOfWork, public std::enable_shared_from_this<WorkQueue> {
+class WorkQueue : public CallRunner, public std::enable_shared_from_this<WorkQueue> {
  public:
   struct Task {
     const char* name;    // "all_reduce"
     CallDetail detail;   // for the flight recorder: "1000 x float32, op SUM"
     c10::intrusive_ptr<RingWork> work;
     CallInfo call;
-    // What it runs: before(call) if set, then body(call, inputs, outputs). Kept apart, not
-    // wrapped in one closure: a closure over all four is one more allocation per call.
+    // What it runs: before(call) if set, then body(call, inputs, outputs), or where it has no
+    // body, its collective through the group (Communicator::run) over input 0 and output 0.
+    // Kept apart, not wrapped in one closure: a closure over all four is one more allocation
+    // per call.
     std::function<void(const CallInfo&)> before;
     std::function<void(const CallInfo&, const std::vector<at::Tensor>& in,
                        const std::vector<at::Tensor>& out)>
         body;
+    // The call as one collective (host_call.h); push prepares it (`prepared`: its plan, chosen
+    // once), and the caller may post it ahead.
+    std::optional<CollectiveArgs> collective;
+    std::optional<PreparedCall> prepared;
     std::vector<at::Tensor> inputs, outputs;
     // Set while a profiler records on the issuing thread: the body runs inside its events.
     std::shared_ptr<const CommProfile> profile;
@@ -68,8 +75,6 @@ class WorkQueue : public QueueOfWork, public std::enable_shared_from_this<WorkQu
     // the runner decides whether it does (push). `bytes`: the larger of its inputs and outputs.
     bool callerMayRun = false;
     int64_t bytes = 0;
-    // What it can post ahead of itself (host_call.h); posted only by a caller that may run it.
-    PostAhead post;
   };
 
   // Called on the worker after each task, before its Work completes: what ran, when, and how it
@@ -86,8 +91,9 @@ class WorkQueue : public QueueOfWork, public std::enable_shared_from_this<WorkQu
   // Runs what is queued, then stops (stop()).
   ~WorkQueue() override;
 
-  // Queues `task`, or runs it before returning (see the top of this file); throws (naming the
-  // collective) once the queue has stopped. The caller has announced the call to the peers.
+  // Announces `task` to the peers, prepares its collective, and queues it or runs it before
+  // returning (see the top of this file); throws (naming the collective) once the queue has
+  // stopped.
   void push(Task&& task);
   // Fails every task not yet started with "aborted" (abort()).
   void dropPending();
@@ -107,6 +113,8 @@ class WorkQueue : public QueueOfWork, public std::enable_shared_from_this<WorkQu
             Finished finished);
   void start();
   void loop();
+  // The task's entry in the flight recorder ("scheduled"), with its tensors' shapes; its id.
+  uint64_t record(Task& task);
   // Whether the caller runs `task` itself: posts it ahead where it can, then asks whether every
   // peer has issued it. Called with the group held by the caller.
   bool callerRuns(Task& task);

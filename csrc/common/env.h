@@ -18,7 +18,7 @@ struct EnvKnobs {
   // Slots per FIFO (TORCH_RING_SLOTS, default 4): how far a sender may run ahead.
   int slots;
   // Microseconds a waiter busy-polls before it sleeps on a futex (TORCH_RING_SPIN_US; -1 when
-  // unset: then each group chooses, see chooseSpin in communicator.cc). With more
+  // unset: then each group chooses, see chooseSpin in executor/group_setup.cc). With more
   // ranks than cores, long spinning starves the rank that would make progress.
   int spinMicros;
   // TORCH_RING_INLINE_BYTES (default 4 MiB; 0: never): a host collective of at most this many

@@ -1,7 +1,7 @@
-// The Communicator as a group: its set-up (links, layout, plan settings agreed between ranks,
-// the spin a wait takes, the CPU binding), its health and abort, and the context each call
-// waits in. Its collectives are in reducing_collectives.cc and moving_collectives.cc; what a
-// call does at issue in communicator_issue.cc.
+// The Communicator as a group: its set-up (links, layout, plan settings; the choices made once
+// for the group are in group_setup.cc), its health and abort, and the context each call waits
+// in. Its collectives are in reducing_collectives.cc and moving_collectives.cc; what a call
+// does at issue in communicator_issue.cc.
 #include "executor/communicator.h"
 
 #include <unistd.h>
@@ -9,70 +9,19 @@
 #include <algorithm>
 #include <thread>
 
-#include "common/cpu_binding.h"
 #include "common/env.h"
 #include "common/errors.h"
 #include "common/logging.h"
+#include "executor/group_setup.h"
 #include "reduce/reduce_table.h"
 #include "transport/host_identity.h"
 #include "transport/select.h"
 
 namespace ring {
 
-namespace {
-
-// Why adaptive: a waiter that spins answers within a microsecond when its peer runs on another
-// core (2 ranks on 2 cores: 13 us per small all_reduce instead of 50-170 us through futex
-// wake-ups), but when ranks outnumber cores a long spin takes the core from the very rank it
-// waits for (4 ranks on 2 cores, 500 us spins with every call handed to a worker thread: 2-5x
-// slower). So a long spin only when this host's ranks of the group fit on the cores this
-// process may use, and a short one otherwise (below).
-// The spin where every rank of the host has a core of its own (see below).
-constexpr int kOwnCoreSpinMicros = 500;
-
-// The CPUs this process's ranks of a machine share: those it had before TORCH_RING_CPU_BIND
-// bound its thread to one of them (a later group, made on that thread, still counts them all).
-int usableCores() { return std::max<int>(1, static_cast<int>(processCpuBinder().usable().size())); }
-
-int chooseSpin(int localRanks, bool onlySharedMemory) {
-  if (env().spinMicros >= 0) return env().spinMicros;
-  const int cores = usableCores();
-  // 500 us covers a peer's turnaround, including its caller-to-worker thread hand-off, with
-  // room to spare (measured on 2 cores: 50 us often expired just before the peer arrived and
-  // then paid for the futex round trip on top), and still bounds what a wait can waste when
-  // the peer has been descheduled after all.
-  if (localRanks <= cores) return kOwnCoreSpinMicros;
-  // More ranks than cores. A waiter spins with a yield every 64 pauses (wait.cc), so the rank
-  // it waits for runs as soon as it is runnable; sleeping at once instead costs a futex wake
-  // and a context switch per message. Measured, 4 ranks on 2 cores, shared memory: all_reduce
-  // of 4 KiB in 48-99 us with 20-100 us of spin against 140-244 us with none, 1 MiB in
-  // 220 us against 290-400, 16 MiB alike. Over TCP the I/O threads must run to move the data,
-  // and spinning ranks took their CPU (4 ranks on 2 cores: 0.3-0.6 GB/s instead of 0.8).
-  return onlySharedMemory ? 50 : 0;
-}
-
-// Every rank publishes its plan settings and compares everyone's with its own, so that ranks
-// configured differently fail at set-up, each naming a rank that differs, instead of running
-// different plans (whose messages would go to different peers: a timeout, not a clear error).
-void agreeOnPlans(Store& store, int rank, int size, const std::string& mine,
-                  std::chrono::milliseconds timeout) {
-  store.set(strCat("ring/plans/", rank), mine);
-  const std::vector<std::string> lines = readEveryRank(
-      store, rank, size, [](int r) { return strCat("ring/plans/", r); }, mine, timeout);
-  for (int r = 0; r < size; ++r) {
-    const std::string& theirs = lines[static_cast<size_t>(r)];
-    RING_USAGE_CHECK(theirs == mine, "ring: rank ", rank, " has collective plans '", mine,
-                     "' but rank ", r, " has '", theirs,
-                     "': every rank must set TORCH_RING_ALGO and TORCH_RING_RD_BYTES alike (and, "
-                     "in a group of several hosts, TORCH_RING_DIRECT_BYTES, TORCH_RING_SHM_LINK "
-                     "and TORCH_RING_NET_LINK)");
-  }
-}
-
-}  // namespace
 
 Communicator::Communicator(Store& store, int rank, int size, const CommOptions& opts)
-    : rank_(rank), size_(size), groupName_(opts.groupName), stragglers_(size) {
+    : rank_(rank), size_(size), groupName_(opts.groupName), issues_(rank, size) {
   RING_USAGE_CHECK(size >= 1 && rank >= 0 && rank < size, "ring: invalid rank ", rank,
                    " for a group of size ", size);
   // Set-up's log lines name this rank and group (also when the backend is not the caller).
@@ -113,18 +62,10 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   agreeOnPlans(store, rank, size, settingsLine(plans_, layout_), opts.timeout);
   // After connect: an all-TCP group may have chosen larger slots; the plans slice by them.
   slotBytes_ = g.slotBytes;
-  spinMicros_ = chooseSpin(localRanks, transport_->onlySharedMemory());
-  ownCore_ = spinMicros_ >= kOwnCoreSpinMicros;
-  if (env().cpuBind == "core") {
-    // This rank's place among its machine's ranks of the group picks its CPU.
-    bool bound = false;
-    const std::string what =
-        processCpuBinder().bindOnce(placement.machineIndex, localRanks, &bound);
-    RING_LOG(bound ? kLogInfo : kLogWarn, what);
-  }
-  RING_LOG(kLogInfo, "a wait spins up to ", spinMicros_, " us before it sleeps (", localRanks,
-           " rank(s) of this machine, ", usableCores(), " CPU(s)",
-           env().spinMicros >= 0 ? "; TORCH_RING_SPIN_US" : "", ")");
+  const SpinChoice spin = chooseSpin(localRanks, transport_->onlySharedMemory());
+  spinMicros_ = spin.micros;
+  ownCore_ = spin.ownCore;
+  if (env().cpuBind == "core") bindToCore(placement.machineIndex, localRanks);
   // What the plan of a call depends on besides the knobs: the group, its memory, its mailboxes.
   plans_.ranks = size;
   plans_.oneSharedMemory = size > 1 && transport_->onlySharedMemory();

@@ -17,6 +17,7 @@
 #include "common/types.h"
 #include "executor/call_estimate.h"
 #include "executor/plan_choice.h"
+#include "executor/prepared_call.h"
 #include "executor/straggler_stats.h"
 #include "schedule/host_layout.h"
 #include "transport/link.h"
@@ -59,6 +60,9 @@ struct CallInfo {
   // Where to write the name of the plan the call takes (callPlanName: "direct/mailbox",
   // "ring", ...; static text), for the flight recorder; null: nowhere.
   const char** plan = nullptr;
+  // The call planned at issue (Communicator::prepare), maybe posted ahead; null: the collective
+  // plans itself when it runs.
+  const PreparedCall* prepared = nullptr;
 };
 
 class Communicator {
@@ -100,21 +104,24 @@ class Communicator {
                 const std::vector<int64_t>& recvOffsets, DType t, const CallInfo& c);
   void barrier(const CallInfo& c);
 
-  // Posting ahead (allReduce, allGather and barrier): where call c is one mailbox round, this
-  // rank's message is posted now and true returned, without waiting for anyone; otherwise
-  // nothing is done (false). The call itself, made next with the same arguments and sequence,
-  // then only reads the peers' messages. Throws, posting nothing, where the group is already
-  // broken (as the call would).
+  // A call as data (prepared_call.h): plans it once, for sequence `seq`, as the collective would
+  // when it runs. Cheap, waits for nothing, and the same on every rank.
+  PreparedCall prepare(const CollectiveArgs& args, uint64_t seq) const;
+  // Runs prepared call `p` over `input` and `output` (an all_reduce, broadcast and reduce run
+  // in place on `output`; a barrier uses neither), as its collective's function below would.
+  void run(const PreparedCall& p, const void* input, void* output, const CallInfo& c);
+  // Posting ahead: where `p` is one mailbox round of an all_reduce, all_gather or barrier, this
+  // rank's message (an all_reduce's `output`, an all_gather's `input`) is posted now and true
+  // returned, without waiting for anyone; otherwise nothing is done (false). The call itself,
+  // run next with c.prepared = &p, then only reads the peers' messages. Throws, posting
+  // nothing, where the group is already broken (as the call would).
   //
   // Why: a rank's issuing thread asks whether every peer has issued a small call before it
   // runs the call itself (backend/work_queue.h), and each rank then waits for the others twice
   // per call, for their announcements and for their messages: two dependent exchanges between
   // the cores. Posted before that question, and the question answered by the peers' messages
   // (allIssued), a call waits for its peers once (docs/latency_cpu.md, ninth part).
-  bool postAllReduce(void* data, int64_t count, DType t, RedOp op, double factor,
-                     const CallInfo& c);
-  bool postAllGather(const void* input, int64_t countPerRank, DType t, const CallInfo& c);
-  bool postBarrier(const CallInfo& c);
+  bool post(PreparedCall& p, const void* input, void* output);
 
   // This rank has issued `count` collectives of the group: told to the peers where the
   // transport can (Transport::announces), with the time; then the issue times of the earlier
@@ -122,11 +129,12 @@ class Communicator {
   void announceIssued(uint64_t count);
   // Who the others waited for, over the group's last collectives (shared memory groups: the
   // ranks of one host share a clock; elsewhere it stays empty).
-  const StragglerStats& stragglers() const { return stragglers_; }
+  const StragglerStats& stragglers() const { return issues_.stats(); }
   // Whether every rank has issued `count` collectives, waiting up to `patience` for it (a busy
-  // poll). Always false where the transport cannot tell. Where this rank has posted collective
-  // count - 1 ahead (postAllReduce ...), it looks for the peers' posts of that round first.
-  bool allIssued(uint64_t count, std::chrono::microseconds patience);
+  // poll). Always false where the transport cannot tell. Where this rank has posted the last of
+  // them ahead (`posted`: post), it looks for the peers' posts of that round first.
+  bool allIssued(uint64_t count, std::chrono::microseconds patience,
+                 const PreparedCall* posted = nullptr);
 
   // The hosts of the group as its plans see them: ranks that share memory (select.h).
   const HostLayout& layout() const { return layout_; }
@@ -169,31 +177,15 @@ class Communicator {
   template <typename Done>
   bool pollFor(std::chrono::microseconds patience, Done&& done);
   // The mailbox a call of plan `p` runs its one round in; null where it takes another path
-  // (then it cannot be posted ahead: postAllReduce ...).
+  // (then it cannot be posted ahead: post).
   Mailbox* mailboxOf(const CallPlan& p) const {
     return p.mailboxRound ? transport_->mailbox() : nullptr;
   }
-  // A post made ahead of its call (postAllReduce ...): the call's sequence, the fingerprint
-  // and mailbox it was posted with (the call itself then neither chooses its plan again nor
-  // looks for the mailbox).
-  struct PostedAhead {
-    static constexpr uint64_t kNothing = UINT64_MAX;
-    uint64_t seq = kNothing;
-    Fingerprint fp;
-    Mailbox* box = nullptr;
-    const char* plan = nullptr;  // callPlanName of the call's plan
-  };
-  // Call c's post ahead: checks the group's health first (nothing is posted into a broken
-  // group: the peers waiting in that round would complete on it, and guarded() throws before
-  // a round's post for the same reason), runs what the call does before its round
-  // (`prepare`), posts, and remembers it for the call.
-  template <typename Prepare>
-  void postAhead(Mailbox& box, const void* data, int64_t bytes, const Fingerprint& fp,
-                 const char* plan, const CallInfo& c, Prepare&& prepare);
-  // Call c's post ahead, or null where it made none; forgets it (what it points to stays
-  // until the next post). A post made for another call than the one that runs is a bug of the
-  // caller, named here.
-  const PostedAhead* takePosted(const CallInfo& c);
+  // The plan of the call that runs: c.prepared where the runner prepared it (checked to
+  // describe `args` at c.seq: another is a bug of the caller, named), else prepared into
+  // `*local` now.
+  const PreparedCall& preparedFor(const CallInfo& c, const CollectiveArgs& args,
+                                  PreparedCall* local) const;
 
   int rank_;
   int size_;
@@ -208,11 +200,13 @@ class Communicator {
   std::vector<int> hostRing_;
   std::vector<int> hostRingPos_;
   PlanSettings plans_;
-  // The post made ahead of its call (postAllReduce ...), until that call runs; seq kNothing otherwise.
-  // Set by the issuing thread, read by whichever thread then runs the call: the caller orders
-  // the two (the backend holds the group from the post to the call, and hands it over under a
-  // mutex).
-  PostedAhead posted_;
+  // The sequence of the call posted ahead (post) until that call runs, kNoPost otherwise: a
+  // call that runs meanwhile is a bug of the caller (guarded() names it), since the peers
+  // would read the post as its message. Set by the issuing thread, read by whichever thread
+  // then runs the call: the caller orders the two (the backend holds the group from the post
+  // to the call, and hands it over under a mutex).
+  static constexpr uint64_t kNoPost = UINT64_MAX;
+  uint64_t postedSeq_ = kNoPost;
   // hostSegments(layout_, count) of the last two-level all_reduce: DDP's buckets repeat sizes.
   int64_t segmentsCount_ = -1;
   std::vector<HostSegment> segments_;
@@ -224,10 +218,7 @@ class Communicator {
   void releaseLargeStaging();
   std::vector<char> staging_;
   // Issue times: collected on the issuing thread (announceIssued), read by report calls.
-  StragglerStats stragglers_;
-  uint64_t nextIssueToCollect_ = 0;
-  std::vector<int64_t> issueScratch_;
-  std::chrono::steady_clock::time_point lastStragglerLog_ = std::chrono::steady_clock::now();
+  IssueTimes issues_;
 };
 
 }  // namespace ring

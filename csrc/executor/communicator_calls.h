@@ -1,15 +1,17 @@
 // What every collective of the Communicator runs on (private to executor/: the collectives'
-// files reducing_collectives.cc and moving_collectives.cc): the guard each call runs inside,
-// and the buffers and slices its plans take.
+// files reducing_collectives.cc and moving_collectives.cc): its plan (prepared at issue, or
+// now), the guard each call runs inside, and the buffers and slices its plans take.
 #pragma once
 
 #include <cstdint>
 #include <utility>
 
+#include "common/errors.h"
 #include "common/types.h"
 #include "executor/communicator.h"
 #include "executor/cpu_executor.h"
 #include "executor/hier_all_reduce.h"
+#include "executor/prepared_call.h"
 #include "reduce/reduce_table.h"
 
 namespace ring {
@@ -20,9 +22,14 @@ template <typename Body>
 void Communicator::guarded(const Fingerprint& fp, const char* plan, const CallInfo& c,
                            Body&& body) {
   if (c.plan != nullptr) *c.plan = plan;
-  RING_ASSERT(posted_.seq == PostedAhead::kNothing, describe(fp),
-              " runs while the post of collective ", posted_.seq,
-              " made ahead of its call waits for that call");
+  if (postedSeq_ != kNoPost) {
+    // Only the call that was posted ahead may run now: the peers read that post as the
+    // message of the call at its sequence.
+    RING_ASSERT(c.prepared != nullptr && c.prepared->posted && c.seq == postedSeq_,
+                describe(fp), ": collective ", c.seq, " runs while the post of collective ",
+                postedSeq_, " made ahead of its call waits for that call");
+    postedSeq_ = kNoPost;
+  }
   transport_->checkHealth(-1);
   WaitContext ctx = waitContext(fp, c);
   try {
@@ -31,6 +38,20 @@ void Communicator::guarded(const Fingerprint& fp, const char* plan, const CallIn
     transport_->markBroken(e.what());
     throw;
   }
+}
+
+inline const PreparedCall& Communicator::preparedFor(const CallInfo& c,
+                                                     const CollectiveArgs& args,
+                                                     PreparedCall* local) const {
+  if (c.prepared == nullptr) {
+    *local = prepare(args, c.seq);
+    return *local;
+  }
+  const PreparedCall& p = *c.prepared;
+  RING_ASSERT(p.seq == c.seq && p.args == args, collectiveName(args.kind), " (sequence ",
+              c.seq, ") runs with the plan prepared for ", collectiveName(p.args.kind),
+              " (sequence ", p.seq, ", ", p.args.count, " elements; this call ", args.count, ")");
+  return p;
 }
 
 // The parts every plan of a collective is built from.

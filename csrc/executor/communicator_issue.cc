@@ -1,12 +1,11 @@
-// What a call does at issue, before it runs: its announcement (Communicator::announceIssued),
-// its message posted ahead where it is one mailbox round (postAllReduce, postAllGather,
-// postBarrier), and the question whether every peer has issued it (Communicator::allIssued):
-// what the backend's runner does before it runs a small call on the caller's thread
+// What a call does before and around its run: its announcement (Communicator::announceIssued),
+// its plan, chosen once (prepare), its message posted ahead where it is one mailbox round
+// (post), the question whether every peer has issued it (allIssued), and the one dispatch
+// of a prepared call to its collective (run): what the backend's runner does with a call
 // (backend/work_queue.h).
 #include <thread>
 
-#include "common/env.h"
-#include "common/logging.h"
+#include "common/errors.h"
 #include "executor/communicator.h"
 #include "protocol/message_header.h"
 #include "reduce/reduce_table.h"
@@ -17,25 +16,7 @@ namespace ring {
 void Communicator::announceIssued(uint64_t count) {
   if (!transport_->announces()) return;
   transport_->announceIssued(count);
-  // The transport keeps 64 issue times per rank: stay well inside them (a collective whose
-  // entry was overwritten would never be read), skipping what fell behind.
-  constexpr uint64_t kBehind = 32;
-  if (count > kBehind && nextIssueToCollect_ + kBehind < count) {
-    nextIssueToCollect_ = count - kBehind;
-  }
-  // In order, as far as every rank has issued (usually the previous collective: one read of
-  // each rank's entry per call).
-  while (nextIssueToCollect_ < count &&
-         transport_->issueTimes(nextIssueToCollect_, &issueScratch_)) {
-    stragglers_.add(issueScratch_);
-    ++nextIssueToCollect_;
-  }
-  const int every = env().stragglerLogSeconds;
-  if (every > 0 && rank_ == 0 &&
-      std::chrono::steady_clock::now() - lastStragglerLog_ >= std::chrono::seconds(every)) {
-    lastStragglerLog_ = std::chrono::steady_clock::now();
-    RING_LOG(kLogInfo, "stragglers: ", stragglers_.report(1.0).describe());
-  }
+  issues_.collect(*transport_, count);
 }
 
 template <typename Done>
@@ -58,16 +39,17 @@ bool Communicator::pollFor(std::chrono::microseconds patience, Done&& done) {
   return true;
 }
 
-bool Communicator::allIssued(uint64_t count, std::chrono::microseconds patience) {
+bool Communicator::allIssued(uint64_t count, std::chrono::microseconds patience,
+                             const PreparedCall* posted) {
   if (!transport_->announces()) return false;
-  // Where this rank has posted the call's message ahead of it (postAllReduce ...), the
-  // peers' messages of the same round tell: each posts after it announces, and they are what
-  // the call reads next, so waiting for them here is the call's one exchange between the
-  // cores (waiting for the announcements, then for the messages, took two in a row). A peer
-  // that has issued the call but not posted it (its thread is still in an earlier call)
-  // counts too, once the patience is over.
-  Mailbox* box = posted_.seq + 1 == count ? posted_.box : nullptr;
-  if (box != nullptr) {
+  // Where this rank has posted the call's message ahead of it (post), the peers' messages of
+  // the same round tell: each posts after it announces, and they are what the call reads
+  // next, so waiting for them here is the call's one exchange between the cores (waiting for
+  // the announcements, then for the messages, took two in a row). A peer that has issued the
+  // call but not posted it (its thread is still in an earlier call) counts too, once the
+  // patience is over.
+  if (posted != nullptr && posted->posted && posted->seq + 1 == count) {
+    Mailbox* box = posted->box;
     const auto allPosted = [&] {
       for (int k = 1; k < size_; ++k) {
         if (!box->arrived((rank_ + k) % size_)) return false;
@@ -79,65 +61,100 @@ bool Communicator::allIssued(uint64_t count, std::chrono::microseconds patience)
   return pollFor(patience, [&] { return transport_->allIssued(count); });
 }
 
-template <typename Prepare>
-void Communicator::postAhead(Mailbox& box, const void* data, int64_t bytes,
-                             const Fingerprint& fp, const char* plan, const CallInfo& c,
-                             Prepare&& prepare) {
+PreparedCall Communicator::prepare(const CollectiveArgs& a, uint64_t seq) const {
+  PreparedCall p;
+  p.args = a;
+  p.seq = seq;
+  p.fp = makeFingerprint(a.kind, seq, a.count, a.dtype, a.op, a.root);
+  const int64_t bytes = a.count * static_cast<int64_t>(elementSize(a.dtype));
+  switch (a.kind) {
+    case Collective::AllReduce:
+    case Collective::AllGather:
+    case Collective::ReduceScatter:
+    case Collective::Broadcast:
+      // The algorithm goes into the fingerprint: ranks that chose differently fail naming both.
+      p.plan = planOf(a.kind, bytes);
+      p.fp.algorithm = p.plan.algorithm;
+      break;
+    case Collective::Barrier:
+      // A barrier's messages carry the ring's algorithm whichever path it takes.
+      p.fp = makeFingerprint(Collective::Barrier, seq, 0, DType::UInt8, RedOp::Sum, -1);
+      p.plan = planOf(Collective::Barrier, 0);
+      break;
+    case Collective::Reduce:
+      break;  // one plan, the ring
+    default:
+      RING_ASSERT(false, "no prepared plan for ", collectiveName(a.kind), " (sequence ", seq, ")");
+  }
+  p.planName = callPlanName(a.kind, p.plan);
+  // Only the collectives with a mailbox round take it (reduce_scatter, broadcast and reduce
+  // have none, whatever their size).
+  const bool hasMailboxRound = a.kind == Collective::AllReduce ||
+                               a.kind == Collective::AllGather || a.kind == Collective::Barrier;
+  p.box = hasMailboxRound && size_ > 1 ? mailboxOf(p.plan) : nullptr;
+  return p;
+}
+
+bool Communicator::post(PreparedCall& p, const void* input, void* output) {
+  if (p.box == nullptr) return false;  // no mailbox round: nothing to post ahead
+  const CollectiveArgs& a = p.args;
+  const void* message = nullptr;
+  int64_t bytes = 0;
+  switch (a.kind) {
+    case Collective::AllReduce:
+      message = output;  // in place
+      bytes = a.count * static_cast<int64_t>(elementSize(a.dtype));
+      break;
+    case Collective::AllGather:
+      message = input;
+      bytes = a.count * static_cast<int64_t>(elementSize(a.dtype));
+      break;
+    case Collective::Barrier:
+      break;
+    default:
+      return false;
+  }
+  // Nothing goes into a broken group: the peers waiting in that round would complete on it
+  // (guarded() throws before a round's post for the same reason).
   transport_->checkHealth(kHealthBetweenCalls);
-  prepare();
-  box.post(data, bytes, fp);
-  posted_.seq = c.seq;
-  posted_.fp = fp;
-  posted_.box = &box;
-  posted_.plan = plan;
-}
-
-const Communicator::PostedAhead* Communicator::takePosted(const CallInfo& c) {
-  if (posted_.seq == PostedAhead::kNothing) return nullptr;
-  RING_ASSERT(posted_.seq == c.seq, "collective ", c.seq, " runs while the post of collective ",
-              posted_.seq, " made ahead of its call waits for that call");
-  posted_.seq = PostedAhead::kNothing;
-  return &posted_;
-}
-
-bool Communicator::postAllReduce(void* data, int64_t count, DType t, RedOp op, double factor,
-                                 const CallInfo& c) {
-  // Cheap first: a group without mailbox rounds would only choose the call's plan twice.
-  if (size_ == 1 || transport_->mailbox() == nullptr) return false;
-  Fingerprint fp = makeFingerprint(Collective::AllReduce, c.seq, count, t, op, -1);
-  const int64_t bytes = count * static_cast<int64_t>(elementSize(t));
-  const CallPlan plan = planOf(Collective::AllReduce, bytes);
-  fp.algorithm = plan.algorithm;
-  Mailbox* box = mailboxOf(plan);
-  if (box == nullptr) return false;
-  // What allReduce does before its round (mailboxAllReduce posts its input).
-  postAhead(*box, data, bytes, fp, callPlanName(Collective::AllReduce, plan), c, [&] {
-    if (op == RedOp::PreMulSum) scaleFn(t)(data, data, factor, count);
-  });
+  // What the all_reduce does before its round: PREMUL_SUM scales this rank's contribution.
+  if (a.kind == Collective::AllReduce && a.op == RedOp::PreMulSum) {
+    scaleFn(a.dtype)(output, output, a.factor, a.count);
+  }
+  p.box->post(message, bytes, p.fp);
+  p.posted = true;
+  postedSeq_ = p.seq;
   return true;
 }
 
-bool Communicator::postAllGather(const void* input, int64_t countPerRank, DType t,
-                                 const CallInfo& c) {
-  if (size_ == 1 || transport_->mailbox() == nullptr) return false;
-  Fingerprint fp = makeFingerprint(Collective::AllGather, c.seq, countPerRank, t, RedOp::Sum, -1);
-  const int64_t partBytes = countPerRank * static_cast<int64_t>(elementSize(t));
-  const CallPlan plan = planOf(Collective::AllGather, partBytes);
-  fp.algorithm = plan.algorithm;
-  Mailbox* box = mailboxOf(plan);
-  if (box == nullptr) return false;
-  postAhead(*box, input, partBytes, fp, callPlanName(Collective::AllGather, plan), c, [] {});
-  return true;
-}
-
-bool Communicator::postBarrier(const CallInfo& c) {
-  const CallPlan plan = planOf(Collective::Barrier, 0);
-  Mailbox* box = mailboxOf(plan);
-  if (box == nullptr) return false;
-  const Fingerprint fp =
-      makeFingerprint(Collective::Barrier, c.seq, 0, DType::UInt8, RedOp::Sum, -1);
-  postAhead(*box, nullptr, 0, fp, callPlanName(Collective::Barrier, plan), c, [] {});
-  return true;
+void Communicator::run(const PreparedCall& p, const void* input, void* output,
+                       const CallInfo& c) {
+  CallInfo planned = c;
+  planned.prepared = &p;
+  const CollectiveArgs& a = p.args;
+  switch (a.kind) {
+    case Collective::AllReduce:
+      allReduce(output, a.count, a.dtype, a.op, a.factor, planned);
+      return;
+    case Collective::AllGather:
+      allGather(input, output, a.count, a.dtype, planned);
+      return;
+    case Collective::ReduceScatter:
+      reduceScatter(input, output, a.count, a.dtype, a.op, a.factor, planned);
+      return;
+    case Collective::Broadcast:
+      broadcast(output, a.count, a.dtype, a.root, planned);
+      return;
+    case Collective::Reduce:
+      reduce(input, output, a.count, a.dtype, a.op, a.factor, a.root, planned);
+      return;
+    case Collective::Barrier:
+      barrier(planned);
+      return;
+    default:
+      RING_ASSERT(false, "no prepared run for ", collectiveName(a.kind), " (sequence ", p.seq,
+                  ")");
+  }
 }
 
 }  // namespace ring

@@ -66,7 +66,7 @@ class FlightRecorder {
   explicit FlightRecorder(size_t capacity = 64);
   // Keeps the last `capacity` entries from now on; 0 keeps none (the recorder is off).
   void setCapacity(size_t capacity);
-  // Writes a call's tensors into an entry's shapes (backend/fr_dump.h: fillFlightShapes).
+  // Writes a call's tensors into an entry's shapes (backend/work_queue.cc: fillSide).
   using FillShapes = void (*)(const void* context, FlightShapes& shapes);
   // Returns an id used by the updates below. fillShapes(context, shapes), when given, fills the
   // entry's shapes in place (called only while the recorder keeps entries).

@@ -17,8 +17,8 @@
 namespace ring {
 
 // Whether this rank's message of the round is still to be posted (Now), or was posted already
-// by the thread that issued the call, ahead of it (Communicator::postAllReduce, postAllGather,
-// postBarrier); the round then only reads the peers' messages.
+// by the thread that issued the call, ahead of it (Communicator::post); the round then only
+// reads the peers' messages.
 enum class MailboxPost { Now, AlreadyDone };
 
 // data (count elements, count * io.elemSize <= box.capacity()) = x_0 op ... op x_{n-1}, then

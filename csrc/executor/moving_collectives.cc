@@ -21,23 +21,14 @@ using namespace collective_parts;
 
 void Communicator::allGather(const void* input, void* output, int64_t countPerRank, DType t,
                              const CallInfo& c) {
-  if (const PostedAhead* posted = takePosted(c)) {
-    const Fingerprint fp = posted->fp;
-    Mailbox& box = *posted->box;
-    guarded(fp, posted->plan, c, [&](const WaitContext& ctx) {
-      mailboxAllGather(box, rank_, size_, input, output, countPerRank, elementSize(t), fp, ctx,
-                       MailboxPost::AlreadyDone);
-    });
-    return;
-  }
-  Fingerprint fp = makeFingerprint(Collective::AllGather, c.seq, countPerRank, t, RedOp::Sum, -1);
-  const int64_t partBytes = countPerRank * static_cast<int64_t>(elementSize(t));
-  const CallPlan plan = planOf(Collective::AllGather, partBytes);
-  fp.algorithm = plan.algorithm;
-  Mailbox* box = mailboxOf(plan);
-  guarded(fp, callPlanName(Collective::AllGather, plan), c, [&](const WaitContext& ctx) {
-    if (box != nullptr) {
-      mailboxAllGather(*box, rank_, size_, input, output, countPerRank, elementSize(t), fp, ctx);
+  PreparedCall local;
+  const PreparedCall& p = preparedFor(c, CollectiveArgs::allGather(countPerRank, t), &local);
+  const Fingerprint& fp = p.fp;
+  guarded(fp, p.planName, c, [&](const WaitContext& ctx) {
+    if (p.box != nullptr) {
+      // Posted ahead (post): its part is out; the peers' remain.
+      mailboxAllGather(*p.box, rank_, size_, input, output, countPerRank, elementSize(t), fp,
+                       ctx, p.posted ? MailboxPost::AlreadyDone : MailboxPost::Now);
       return;
     }
     if (fp.algorithm == Algorithm::Direct) {
@@ -59,10 +50,10 @@ void Communicator::allGather(const void* input, void* output, int64_t countPerRa
 }
 
 void Communicator::broadcast(void* data, int64_t count, DType t, int root, const CallInfo& c) {
-  Fingerprint fp = makeFingerprint(Collective::Broadcast, c.seq, count, t, RedOp::Sum, root);
-  const CallPlan plan = planOf(Collective::Broadcast, 0);
-  fp.algorithm = plan.algorithm;
-  guarded(fp, callPlanName(Collective::Broadcast, plan), c, [&](const WaitContext& ctx) {
+  PreparedCall local;
+  const PreparedCall& p = preparedFor(c, CollectiveArgs::broadcast(count, t, root), &local);
+  const Fingerprint& fp = p.fp;
+  guarded(fp, p.planName, c, [&](const WaitContext& ctx) {
     PlanBuffers io{static_cast<const char*>(data), static_cast<char*>(data), elementSize(t),
                    nullptr, nullptr, 1};
     if (fp.algorithm == Algorithm::HierRing) {

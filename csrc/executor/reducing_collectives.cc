@@ -20,29 +20,24 @@ using namespace collective_parts;
 
 void Communicator::allReduce(void* data, int64_t count, DType t, RedOp op, double factor,
                              const CallInfo& c) {
-  if (const PostedAhead* posted = takePosted(c)) {
-    const Fingerprint fp = posted->fp;
-    Mailbox& box = *posted->box;
-    guarded(fp, posted->plan, c, [&](const WaitContext& ctx) {
-      mailboxAllReduce(box, rank_, size_, static_cast<char*>(data), count,
+  PreparedCall local;
+  const PreparedCall& p = preparedFor(c, CollectiveArgs::allReduce(count, t, op, factor), &local);
+  const Fingerprint& fp = p.fp;
+  guarded(fp, p.planName, c, [&](const WaitContext& ctx) {
+    if (p.posted) {
+      // Its message (scaled, for PREMUL_SUM) went out ahead of it (post): the peers' remain.
+      mailboxAllReduce(*p.box, rank_, size_, static_cast<char*>(data), count,
                        buffers(data, data, t, op, size_), fp, ctx, MailboxPost::AlreadyDone);
-    });
-    return;
-  }
-  Fingerprint fp = makeFingerprint(Collective::AllReduce, c.seq, count, t, op, -1);
-  const int64_t bytes = count * static_cast<int64_t>(elementSize(t));
-  CallPlan plan = planOf(Collective::AllReduce, bytes);
-  fp.algorithm = plan.algorithm;
-  Mailbox* box = mailboxOf(plan);
-  guarded(fp, callPlanName(Collective::AllReduce, plan), c, [&](const WaitContext& ctx) {
+      return;
+    }
     // PREMUL_SUM scales this rank's contribution in place (all-reduce is in place anyway).
     if (op == RedOp::PreMulSum) scaleFn(t)(data, data, factor, count);
     if (size_ == 1) {
       if (op == RedOp::Avg) divideFn(t)(data, 1, count);
       return;
     }
-    if (box != nullptr) {
-      mailboxAllReduce(*box, rank_, size_, static_cast<char*>(data), count,
+    if (p.box != nullptr) {
+      mailboxAllReduce(*p.box, rank_, size_, static_cast<char*>(data), count,
                        buffers(data, data, t, op, size_), fp, ctx);
       return;
     }
@@ -58,7 +53,7 @@ void Communicator::allReduce(void* data, int64_t count, DType t, RedOp op, doubl
       }
       hierAllReduce(*transport_, layout_, segments_, static_cast<char*>(data), count,
                     sliceElems(slotBytes_, t), buffers(data, data, t, op, size_),
-                    interHostPlan(std::move(plan)), fp, ctx);
+                    interHostPlan(CallPlan(p.plan)), fp, ctx);
       return;
     }
     auto steps = planAllReduce(size_, rank_, count, sliceElems(slotBytes_, t));
@@ -68,11 +63,11 @@ void Communicator::allReduce(void* data, int64_t count, DType t, RedOp op, doubl
 
 void Communicator::reduceScatter(const void* input, void* output, int64_t countPerRank, DType t,
                                  RedOp op, double factor, const CallInfo& c) {
-  Fingerprint fp = makeFingerprint(Collective::ReduceScatter, c.seq, countPerRank, t, op, -1);
-  const CallPlan plan =
-      planOf(Collective::ReduceScatter, countPerRank * static_cast<int64_t>(elementSize(t)));
-  fp.algorithm = plan.algorithm;
-  guarded(fp, callPlanName(Collective::ReduceScatter, plan), c, [&](const WaitContext& ctx) {
+  PreparedCall local;
+  const PreparedCall& p =
+      preparedFor(c, CollectiveArgs::reduceScatter(countPerRank, t, op, factor), &local);
+  const Fingerprint& fp = p.fp;
+  guarded(fp, p.planName, c, [&](const WaitContext& ctx) {
     std::vector<char> scaled;
     const void* in = input;
     if (op == RedOp::PreMulSum) {
@@ -96,8 +91,11 @@ void Communicator::reduceScatter(const void* input, void* output, int64_t countP
 
 void Communicator::reduce(const void* input, void* output, int64_t count, DType t, RedOp op,
                           double factor, int root, const CallInfo& c) {
-  Fingerprint fp = makeFingerprint(Collective::Reduce, c.seq, count, t, op, root);
-  guarded(fp, "ring", c, [&](const WaitContext& ctx) {
+  PreparedCall local;
+  const PreparedCall& p =
+      preparedFor(c, CollectiveArgs::reduce(count, t, op, factor, root), &local);
+  const Fingerprint& fp = p.fp;
+  guarded(fp, p.planName, c, [&](const WaitContext& ctx) {
     std::vector<char> scaled;
     const void* in = input;
     if (op == RedOp::PreMulSum) {
@@ -112,17 +110,16 @@ void Communicator::reduce(const void* input, void* output, int64_t count, DType 
 }
 
 void Communicator::barrier(const CallInfo& c) {
-  Fingerprint fp = makeFingerprint(Collective::Barrier, c.seq, 0, DType::UInt8, RedOp::Sum, -1);
-  const CallPlan plan = planOf(Collective::Barrier, 0);
-  Mailbox* box = mailboxOf(plan);
-  const bool posted = takePosted(c) != nullptr;
-  guarded(fp, callPlanName(Collective::Barrier, plan), c, [&](const WaitContext& ctx) {
+  PreparedCall local;
+  const PreparedCall& p = preparedFor(c, CollectiveArgs::barrier(), &local);
+  const Fingerprint& fp = p.fp;
+  guarded(fp, p.planName, c, [&](const WaitContext& ctx) {
     if (size_ == 1) return;
     // Where there are mailboxes: one round of empty messages, every rank waiting for each
     // other rank's post once.
-    if (box != nullptr) {
-      mailboxBarrier(*box, rank_, size_, fp, ctx,
-                     posted ? MailboxPost::AlreadyDone : MailboxPost::Now);
+    if (p.box != nullptr) {
+      mailboxBarrier(*p.box, rank_, size_, fp, ctx,
+                     p.posted ? MailboxPost::AlreadyDone : MailboxPost::Now);
       return;
     }
     auto steps = planAllReduce(size_, rank_, 0, 1);

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <sstream>
 
+#include "common/env.h"
 #include "common/errors.h"
+#include "common/logging.h"
+#include "transport/link.h"
 
 namespace ring {
 namespace {
@@ -94,6 +97,25 @@ std::string StragglerReport::lateness() const {
                   " collectives, late by ", ms(s.medianMs), " (median), ", ms(s.p90Ms), " (p90)");
   }
   return out;
+}
+
+void IssueTimes::collect(Transport& t, uint64_t count) {
+  // The transport keeps 64 issue times per rank: stay well inside them (a collective whose
+  // entry was overwritten would never be read), skipping what fell behind.
+  constexpr uint64_t kBehind = 32;
+  if (count > kBehind && next_ + kBehind < count) next_ = count - kBehind;
+  // In order, as far as every rank has issued (usually the previous collective: one read of
+  // each rank's entry per call).
+  while (next_ < count && t.issueTimes(next_, &scratch_)) {
+    stats_.add(scratch_);
+    ++next_;
+  }
+  const int every = env().stragglerLogSeconds;
+  if (every > 0 && rank_ == 0 &&
+      std::chrono::steady_clock::now() - lastLog_ >= std::chrono::seconds(every)) {
+    lastLog_ = std::chrono::steady_clock::now();
+    RING_LOG(kLogInfo, "stragglers: ", stats_.report(1.0).describe());
+  }
 }
 
 }  // namespace ring

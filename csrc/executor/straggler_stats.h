@@ -9,6 +9,7 @@
 // neighbour. The issue time is each rank's own, on one clock for the ranks of a host.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -63,6 +64,27 @@ class StragglerStats {
   std::vector<int> last_;       // per row: the rank that issued last, or -1 (a tie)
   size_t kept_ = 0;             // rows in use: min(added_, window_)
   uint64_t added_ = 0;          // row (added_ % window_) is the next to write
+};
+
+class Transport;
+
+// What a rank does with the issue times after each announcement (Communicator::announceIssued):
+// reads those of the earlier collectives that every rank has issued from the transport, in
+// order, into its StragglerStats, and on rank 0 logs the report every
+// TORCH_RING_STRAGGLER_LOG_S seconds. Runs on the issuing thread only.
+class IssueTimes {
+ public:
+  IssueTimes(int rank, int size) : rank_(rank), stats_(size) {}
+  // This rank has just announced `count` collectives on `t` (which announces).
+  void collect(Transport& t, uint64_t count);
+  const StragglerStats& stats() const { return stats_; }
+
+ private:
+  const int rank_;
+  StragglerStats stats_;
+  uint64_t next_ = 0;            // the next collective whose times to read
+  std::vector<int64_t> scratch_;
+  std::chrono::steady_clock::time_point lastLog_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace ring

@@ -18,8 +18,8 @@ struct WaitContext {
   Clock::time_point start;
   Clock::time_point deadline;
   std::chrono::milliseconds timeout{0};
-  // Microseconds of busy-polling before sleeping (see chooseSpin in communicator.cc: some when
-  // every rank of the host has a core of its own, none when ranks outnumber cores).
+  // Microseconds of busy-polling before sleeping (see chooseSpin in executor/group_setup.cc:
+  // some when every rank of the host has a core of its own, none when ranks outnumber cores).
   int spinMicros = 0;
   // Whether the spin yields the core every 64 pauses (chooseSpin again: only where this host's
   // ranks outnumber its cores). There the rank waited on may be queued behind this thread on

@@ -14,8 +14,8 @@
 //
 // --post-first compares two orders on the mailbox group instead: "asked" announces the call,
 // waits for the peers' announcements, then runs it (post and read); "posted" announces it,
-// posts its message (Communicator::postAllReduce, postBarrier), waits for the announcements, then runs the rest, as
-// the backend does for a small all_reduce or barrier (backend/work_queue.h).
+// posts its message (Communicator::prepare, post), waits for the announcements, then runs the
+// rest, as the backend does for a small all_reduce or barrier (backend/work_queue.h).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,9 +32,11 @@
 namespace {
 
 using ring::CallInfo;
+using ring::CollectiveArgs;
 using ring::CommOptions;
 using ring::Communicator;
 using ring::DType;
+using ring::PreparedCall;
 using ring::RedOp;
 using Clock = std::chrono::steady_clock;
 
@@ -106,12 +108,20 @@ int main(int argc, char** argv) {
         // look for every peer's announcement (the backend hands the call to its worker thread
         // when that takes too long; here it runs on regardless).
         c.announceIssued(info.seq + 1);
-        if (postAhead && bytes == 0) (void)c.postBarrier(info);
-        if (postAhead && bytes > 0) {
-          (void)c.postAllReduce(data.data(), bytes / 4, DType::Float32, RedOp::Sum, 1.0, info);
+        PreparedCall prepared;
+        CallInfo planned = info;
+        bool posted = false;
+        if (postAhead) {
+          prepared = c.prepare(bytes == 0 ? CollectiveArgs::barrier()
+                                          : CollectiveArgs::allReduce(bytes / 4, DType::Float32,
+                                                                      RedOp::Sum, 1.0),
+                               info.seq);
+          posted = c.post(prepared, data.data(), data.data());
+          planned.prepared = &prepared;
         }
-        (void)c.allIssued(info.seq + 1, std::chrono::microseconds(500));
-        call(c, bytes, info);
+        (void)c.allIssued(info.seq + 1, std::chrono::microseconds(500),
+                          posted ? &prepared : nullptr);
+        call(c, bytes, planned);
       }
     };
     for (int64_t bytes : sizes) {

@@ -34,6 +34,16 @@ inline CommOptions smallSlotOptions() {
   return o;
 }
 
+// Every path of a small call on n ranks of one host: through the mailbox up to 4 KiB, a direct
+// round up to one 64 KiB slot, the ring (through the FIFOs) beyond.
+inline CommOptions threePathOptions(int n) {
+  CommOptions o = smallSlotOptions();
+  o.slotBytes = 64 * 1024;
+  o.directBytes = o.slotBytes * (n - 1);
+  o.mailboxBytes = 4096;
+  return o;
+}
+
 inline CallInfo call(uint64_t seq, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
   return CallInfo{seq, timeout};
 }

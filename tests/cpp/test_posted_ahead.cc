@@ -1,7 +1,6 @@
-// A call's mailbox message posted ahead of the call (Communicator::postAllReduce, postAllGather,
-// postBarrier), as the backend does
-// before it asks whether every peer has issued a small all_reduce or barrier
-// (backend/work_queue.h). Ranks as threads over shared memory, checked against what the
+// A call's mailbox message posted ahead of the call (Communicator::prepare, then post), as the
+// backend does before it asks whether every peer has issued a small all_reduce, all_gather or
+// barrier (backend/work_queue.h). Ranks as threads over shared memory, checked against what the
 // collectives promise whoever posts ahead: the definitions of all_reduce (SUM, AVG with
 // integers truncated toward zero, PREMUL_SUM scaling each contribution once, MAX), of
 // all_gather (the input apart or inside the output) and of a barrier; a post ahead where the
@@ -27,23 +26,19 @@ namespace {
 
 using namespace testing_support;
 
-// Direct rounds for every message of one 64 KiB slot, through the mailbox up to 4 KiB: larger
-// messages go through the FIFOs, where a post ahead does nothing.
-CommOptions postAheadOptions(int n) {
-  CommOptions o = smallSlotOptions();
-  o.slotBytes = 64 * 1024;
-  o.directBytes = o.slotBytes * (n - 1);
-  o.mailboxBytes = 4096;
-  return o;
-}
-
-// What the backend does for a call it may run on the caller's thread: announce it, post it
-// ahead, ask (the answer only decides which thread runs the rest; here it runs on regardless).
-void announceAndPostAhead(Communicator& comm, const CallInfo& c,
-                          const std::function<void(const CallInfo&)>& post) {
+// What the backend does for a call it may run on the caller's thread: announce it, prepare it,
+// post it ahead, ask (the answer only decides which thread runs the rest; here it runs on
+// regardless). The call then runs with the prepared call (`*prepared`, in the CallInfo
+// returned).
+CallInfo announceAndPostAhead(Communicator& comm, const CallInfo& c, const CollectiveArgs& args,
+                              const void* input, void* output, PreparedCall* prepared) {
   comm.announceIssued(c.seq + 1);
-  post(c);
-  (void)comm.allIssued(c.seq + 1, std::chrono::microseconds(200));
+  *prepared = comm.prepare(args, c.seq);
+  const bool posted = comm.post(*prepared, input, output);
+  (void)comm.allIssued(c.seq + 1, std::chrono::microseconds(200), posted ? prepared : nullptr);
+  CallInfo planned = c;
+  planned.prepared = prepared;
+  return planned;
 }
 
 double input(int r, int64_t i, int c) { return static_cast<double>((r * 7 + i * 3 + c) % 13) - 4; }
@@ -72,19 +67,18 @@ TEST(PostedAhead, AllReduceMatchesItsDefinitionWhoeverPostsAhead) {
               const int64_t count = counts[static_cast<size_t>(c) % counts.size()] * 4 / es;
               auto data =
                   buffer(k.t, count, [&](int64_t i) { return input(comm.rank(), i, c); });
-              const CallInfo info = call(static_cast<uint64_t>(c));
-              const auto run = [&](const CallInfo& ci) {
-                comm.allReduce(data.data(), count, k.t, k.op, k.factor, ci);
-              };
-              const auto post = [&](const CallInfo& ci) {
-                comm.postAllReduce(data.data(), count, k.t, k.op, k.factor, ci);
-              };
+              CallInfo info = call(static_cast<uint64_t>(c));
+              PreparedCall prepared;
               // Ranks differ in which calls they post ahead, and drift apart now and then.
-              if ((c + comm.rank()) % 3 != 0) announceAndPostAhead(comm, info, post);
+              if ((c + comm.rank()) % 3 != 0) {
+                info = announceAndPostAhead(comm, info,
+                                            CollectiveArgs::allReduce(count, k.t, k.op, k.factor),
+                                            data.data(), data.data(), &prepared);
+              }
               if (rng() % 8 == 0) {
                 std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
               }
-              run(info);
+              comm.allReduce(data.data(), count, k.t, k.op, k.factor, info);
               const int64_t bad = firstMismatch(k.t, data.data(), count, [&](int64_t i) {
                 double acc = k.op == RedOp::Max ? -1e9 : 0.0;
                 for (int r = 0; r < n; ++r) {
@@ -105,7 +99,7 @@ TEST(PostedAhead, AllReduceMatchesItsDefinitionWhoeverPostsAhead) {
                                  << comm.rank();
             }
           },
-          postAheadOptions(n));
+          threePathOptions(n));
       for (int r = 0; r < n; ++r) {
         ASSERT_TRUE(outcomes[r].ok()) << dtypeName(k.t) << " " << outcomes[r].message();
       }
@@ -135,15 +129,14 @@ TEST(PostedAhead, AllGatherMatchesItsDefinitionWhoeverPostsAhead) {
               }
             }
             const float* in = inPlace ? out.data() + me * count : apart.data();
-            const CallInfo info = call(static_cast<uint64_t>(c));
-            const auto run = [&](const CallInfo& ci) {
-              comm.allGather(in, out.data(), count, DType::Float32, ci);
-            };
-            const auto post = [&](const CallInfo& ci) {
-              comm.postAllGather(in, count, DType::Float32, ci);
-            };
-            if ((c + me) % 3 != 0) announceAndPostAhead(comm, info, post);
-            run(info);
+            CallInfo info = call(static_cast<uint64_t>(c));
+            PreparedCall prepared;
+            if ((c + me) % 3 != 0) {
+              info = announceAndPostAhead(comm, info,
+                                          CollectiveArgs::allGather(count, DType::Float32), in,
+                                          out.data(), &prepared);
+            }
+            comm.allGather(in, out.data(), count, DType::Float32, info);
             for (int r = 0; r < n; ++r) {
               for (int64_t i = 0; i < count; ++i) {
                 ASSERT_EQ(out[static_cast<size_t>(r * count + i)],
@@ -154,7 +147,7 @@ TEST(PostedAhead, AllGatherMatchesItsDefinitionWhoeverPostsAhead) {
             }
           }
         },
-        postAheadOptions(n));
+        threePathOptions(n));
     for (int r = 0; r < n; ++r) ASSERT_TRUE(outcomes[r].ok()) << outcomes[r].message();
   }
 }
@@ -167,18 +160,20 @@ TEST(PostedAhead, BarrierWaitsForEveryRank) {
         n,
         [&](Communicator& comm) {
           for (int round = 0; round < 6; ++round) {
-            const CallInfo info = call(static_cast<uint64_t>(2 * round));
-            const auto run = [&](const CallInfo& ci) { comm.barrier(ci); };
-            const auto post = [&](const CallInfo& ci) { comm.postBarrier(ci); };
+            CallInfo info = call(static_cast<uint64_t>(2 * round));
+            PreparedCall prepared;
             std::this_thread::sleep_for(std::chrono::milliseconds(3 * comm.rank()));
             entered.fetch_add(1);
-            if ((round + comm.rank()) % 2 == 0) announceAndPostAhead(comm, info, post);
-            run(info);
+            if ((round + comm.rank()) % 2 == 0) {
+              info = announceAndPostAhead(comm, info, CollectiveArgs::barrier(), nullptr, nullptr,
+                                          &prepared);
+            }
+            comm.barrier(info);
             ASSERT_GE(entered.load(), n * (round + 1)) << "round " << round;
             comm.barrier(call(static_cast<uint64_t>(2 * round + 1)));  // all have checked
           }
         },
-        postAheadOptions(n));
+        threePathOptions(n));
     for (int r = 0; r < n; ++r) ASSERT_TRUE(outcomes[r].ok()) << outcomes[r].message();
   }
 }
@@ -192,32 +187,35 @@ TEST(PostedAhead, AskingLooksAtThePeersPostsThenAtTheirAnnouncements) {
       2,
       [&](Communicator& comm) {
         std::vector<float> data(8, static_cast<float>(comm.rank() + 1));
-        const CallInfo info = call(0);
+        CallInfo info = call(0);
+        PreparedCall p =
+            comm.prepare(CollectiveArgs::allReduce(8, DType::Float32, RedOp::Sum, 1.0), 0);
+        info.prepared = &p;
         if (comm.rank() == 1) {
           while (stage.load() < 1) std::this_thread::yield();
           comm.announceIssued(1);  // issued, not posted
           stage.store(2);
           while (stage.load() < 3) std::this_thread::yield();
-          comm.postAllReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, info);
+          ASSERT_TRUE(comm.post(p, data.data(), data.data()));
           stage.store(4);
           comm.allReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, info);
         } else {
           comm.announceIssued(1);
-          comm.postAllReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, info);
+          ASSERT_TRUE(comm.post(p, data.data(), data.data()));
           const auto start = Clock::now();
-          EXPECT_FALSE(comm.allIssued(1, std::chrono::milliseconds(20)));
+          EXPECT_FALSE(comm.allIssued(1, std::chrono::milliseconds(20), &p));
           EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(20));
           stage.store(1);
           while (stage.load() < 2) std::this_thread::yield();
-          EXPECT_TRUE(comm.allIssued(1, std::chrono::milliseconds(20)));
+          EXPECT_TRUE(comm.allIssued(1, std::chrono::milliseconds(20), &p));
           stage.store(3);
           while (stage.load() < 4) std::this_thread::yield();
-          EXPECT_TRUE(comm.allIssued(1, std::chrono::microseconds(0)));
+          EXPECT_TRUE(comm.allIssued(1, std::chrono::microseconds(0), &p));
           comm.allReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, info);
         }
         for (float v : data) EXPECT_EQ(v, 3.0f) << "rank " << comm.rank();
       },
-      postAheadOptions(2));
+      threePathOptions(2));
   for (int r = 0; r < 2; ++r) ASSERT_TRUE(outcomes[r].ok()) << outcomes[r].message();
 }
 
@@ -236,10 +234,11 @@ TEST(PostedAhead, RanksThatDisagreeStillFailWithAMismatchOnEveryRank) {
             const CallInfo info = call(0, std::chrono::seconds(8));
             if (comm.rank() != oddRank || odd == OtherCount) {
               const int64_t count = comm.rank() == oddRank ? 11 : 10;
-              announceAndPostAhead(comm, info, [&](const CallInfo& ci) {
-                comm.postAllReduce(data.data(), count, DType::Float32, RedOp::Sum, 1.0, ci);
-              });
-              comm.allReduce(data.data(), count, DType::Float32, RedOp::Sum, 1.0, info);
+              PreparedCall prepared;
+              const CallInfo planned = announceAndPostAhead(
+                  comm, info, CollectiveArgs::allReduce(count, DType::Float32, RedOp::Sum, 1.0),
+                  data.data(), data.data(), &prepared);
+              comm.allReduce(data.data(), count, DType::Float32, RedOp::Sum, 1.0, planned);
             } else if (odd == Broadcast) {
               comm.broadcast(data.data(), 10, DType::Float32, 0, info);
             } else {
@@ -247,7 +246,7 @@ TEST(PostedAhead, RanksThatDisagreeStillFailWithAMismatchOnEveryRank) {
             }
             comm.barrier(call(1, std::chrono::seconds(8)));
           },
-          postAheadOptions(2));
+          threePathOptions(2));
       const std::string what = strCat("odd call ", static_cast<int>(odd), " on rank ", oddRank);
       EXPECT_LT(Clock::now() - start, std::chrono::seconds(5)) << what << ": ended by the timeout";
       bool named = false;
@@ -269,9 +268,12 @@ TEST(PostedAhead, NothingIsPostedIntoABrokenGroup) {
       2,
       [&](Communicator& comm) {
         std::vector<float> data(8, 1.0f);
-        const CallInfo info = call(0, std::chrono::seconds(5));
+        CallInfo info = call(0, std::chrono::seconds(5));
+        PreparedCall p =
+            comm.prepare(CollectiveArgs::allReduce(8, DType::Float32, RedOp::Sum, 1.0), 0);
+        info.prepared = &p;
         if (comm.rank() == 0) {
-          comm.postAllReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, info);
+          ASSERT_TRUE(comm.post(p, data.data(), data.data()));
           stage.store(1);
           comm.allReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, info);
           return;
@@ -279,11 +281,9 @@ TEST(PostedAhead, NothingIsPostedIntoABrokenGroup) {
         while (stage.load() < 1) std::this_thread::yield();
         std::this_thread::sleep_for(std::chrono::milliseconds(50));  // rank 0 waits in its round
         comm.transport().markBroken("rank 1 failed in an earlier call (the test)");
-        EXPECT_THROW(
-            comm.postAllReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, info),
-            CommError);
+        EXPECT_THROW(comm.post(p, data.data(), data.data()), CommError);
       },
-      postAheadOptions(2));
+      threePathOptions(2));
   EXPECT_TRUE(threw<CommError>(outcomes[0])) << outcomes[0].message();
   EXPECT_NE(outcomes[0].message().find("rank 1 failed in an earlier call"), std::string::npos)
       << outcomes[0].message();
@@ -298,10 +298,12 @@ TEST(PostedAhead, APostForAnotherCallIsNamed) {
       [&](Communicator& comm) {
         if (comm.rank() == 1) return;
         std::vector<float> data(8, 1.0f);
-        comm.postAllReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, call(0));
+        PreparedCall p =
+            comm.prepare(CollectiveArgs::allReduce(8, DType::Float32, RedOp::Sum, 1.0), 0);
+        ASSERT_TRUE(comm.post(p, data.data(), data.data()));
         comm.allReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, call(1));
       },
-      postAheadOptions(2));
+      threePathOptions(2));
   EXPECT_TRUE(outcomes[1].ok()) << outcomes[1].message();
   EXPECT_NE(outcomes[0].message().find("collective 1 runs while the post of collective 0"),
             std::string::npos)

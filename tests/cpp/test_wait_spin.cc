@@ -73,7 +73,7 @@ TEST(WaitSpin, AWaiterWhoseRanksShareCoresYieldsNowAndThen) {
 
 TEST(WaitSpin, AGroupWhoseRanksEachHaveACoreWaitsWithoutYielding) {
   // Two ranks on a machine with two usable cores or more: the long spin, without yields;
-  // more ranks than cores: the short spin, with them (chooseSpin in communicator.cc).
+  // more ranks than cores: the short spin, with them (chooseSpin in executor/group_setup.cc).
   const int cores = std::max<int>(1, static_cast<int>(processCpuBinder().usable().size()));
   for (const int n : {2, cores + 1}) {
     if (n == 2 && cores < 2) continue;

@@ -234,8 +234,8 @@ MUTANTS = [
            why="the group stays held while a Work completes: the call its waiter issues next goes "
                "to the worker, and one late call keeps every later one there"),
     Mutant("barrier_always_on_the_worker", "csrc/backend/ring_backend.cc",
-           "              nullptr, /*callerMayRun=*/true);",
-           "              nullptr, /*callerMayRun=*/false);", "py",
+           "std::move(call), nullptr, /*callerMayRun=*/true);\n}\n\n}  // namespace ring",
+           "std::move(call), nullptr, /*callerMayRun=*/false);\n}\n\n}  // namespace ring", "py",
            "tests/python/test_caller_thread.py -x -q -k barrier_every_peer", timeout=300,
            why="every barrier goes to the worker: two thread hand-offs per barrier"),
     Mutant("waiter_never_runs_its_task", "csrc/backend/work_queue.cc",
@@ -285,8 +285,8 @@ MUTANTS = [
            why="updates look entries up from slot 0, not from the oldest: once the ring wraps "
                "they reach the wrong call"),
     Mutant("small_calls_never_run_here", "csrc/backend/work_queue.cc",
-           "  return group_.allIssued(task.call.seq + 1, callerPatience(task.bytes));",
-           "  return false && group_.allIssued(task.call.seq + 1, callerPatience(task.bytes));", "py",
+           "  return group_.allIssued(task.call.seq + 1, callerPatience(task.bytes), posted);",
+           "  return false && group_.allIssued(task.call.seq + 1, callerPatience(task.bytes), posted);", "py",
            "tests/perf/test_latency_floor.py -x -q", timeout=900,
            why="every small call is handed to the worker thread: two thread wake-ups per call"),
     Mutant("rd_partners_combine_in_own_order", "csrc/executor/direct_collectives.cc",
@@ -388,7 +388,7 @@ MUTANTS = [
            "TwoLevelPlans.SendWhereThePlanSays", binaries=("ring_tcp_tests",),
            why="a plan named in the fingerprint but not run: the results are right either way, "
                "only where the messages go shows it"),
-    Mutant("plans_not_compared_at_set_up", "csrc/executor/communicator.cc",
+    Mutant("plans_not_compared_at_set_up", "csrc/executor/group_setup.cc",
            "    RING_USAGE_CHECK(theirs == mine,", "    RING_USAGE_CHECK(true || theirs == mine,",
            "cpp", "TwoLevelAllReduce.RanksWithDifferentPlans*", binaries=("ring_tcp_tests",),
            timeout=120,
@@ -404,13 +404,13 @@ MUTANTS = [
            "tests/python/test_gather_scatter_collectives.py -x -q -k coalesced",
            why="the all_gather_coalesced output lists the wrong way round"),
     Mutant("caller_thread_without_issue_check", "csrc/backend/work_queue.cc",
-           "  return group_.allIssued(task.call.seq + 1, callerPatience(task.bytes));",
+           "  return group_.allIssued(task.call.seq + 1, callerPatience(task.bytes), posted);",
            "  return true;", "py",
            "tests/python/test_caller_thread.py -x -q -k opposite", timeout=200,
            why="a small call runs on the caller's thread before the peers issued it: ranks that "
                "issue two groups' calls in opposite orders deadlock until the timeout"),
     Mutant("caller_thread_never", "csrc/backend/work_queue.cc",
-           "  return group_.allIssued(task.call.seq + 1, callerPatience(task.bytes));",
+           "  return group_.allIssued(task.call.seq + 1, callerPatience(task.bytes), posted);",
            "  return false;", "py",
            "tests/python/test_caller_thread.py -x -q -k small_call",
            why="small calls always pay the hand-off to the worker"),
@@ -581,7 +581,7 @@ MUTANTS = [
            "tests/python/test_scale_model.py -x -q -k unequal",
            why="the model's leaders' all_gather passes only the host's own block down its "
                "host, not every host's"),
-    # A call's mailbox message posted ahead of the call (Communicator::postAllReduce ...).
+    # A call's mailbox message posted ahead of the call (Communicator::prepare, post).
     Mutant("posted_call_posts_again", "csrc/executor/reducing_collectives.cc",
            "buffers(data, data, t, op, size_), fp, ctx, MailboxPost::AlreadyDone);",
            "buffers(data, data, t, op, size_), fp, ctx, MailboxPost::Now);",
@@ -589,17 +589,17 @@ MUTANTS = [
            why="an all_reduce posted ahead posts its message again when it runs: its rounds run "
                "one ahead of its peers'"),
     Mutant("posted_gather_posts_again", "csrc/executor/moving_collectives.cc",
-           "elementSize(t), fp, ctx,\n                       MailboxPost::AlreadyDone);",
-           "elementSize(t), fp, ctx,\n                       MailboxPost::Now);",
+           "ctx, p.posted ? MailboxPost::AlreadyDone : MailboxPost::Now);",
+           "ctx, MailboxPost::Now);",
            "cpp", "PostedAhead.AllGather*",
            why="an all_gather posted ahead posts its part again when it runs"),
     Mutant("posted_premul_unscaled", "csrc/executor/communicator_issue.cc",
-           "    if (op == RedOp::PreMulSum) scaleFn(t)(data, data, factor, count);\n  });",
-           "  });", "cpp", "PostedAhead.AllReduce*",
+           "    scaleFn(a.dtype)(output, output, a.factor, a.count);\n",
+           "", "cpp", "PostedAhead.AllReduce*",
            why="a PREMUL_SUM posted ahead sends its contribution unscaled"),
     Mutant("posted_into_a_broken_group", "csrc/executor/communicator_issue.cc",
-           "  transport_->checkHealth(kHealthBetweenCalls);\n  prepare();",
-           "  prepare();", "cpp",
+           "  transport_->checkHealth(kHealthBetweenCalls);\n  // What the all_reduce",
+           "  // What the all_reduce", "cpp",
            "PostedAhead.NothingIsPostedIntoABrokenGroup",
            why="a rank whose group broke posts its next all_reduce ahead anyway: a peer waiting "
                "in that round completes on it as if the group were whole"),
@@ -609,6 +609,31 @@ MUTANTS = [
            "PostedAhead.AskingLooks*",
            why="after a post ahead, a peer that has issued the call but not posted it (its "
                "thread is still in an earlier call) sends the call to the worker"),
+    # Issue 48: the call as data (executor/prepared_call.h), planned once at issue, run by the
+    # group; the issue times and the set-up's choices out of the Communicator.
+    Mutant("prepared_plan_ignored_at_run", "csrc/executor/communicator_calls.h",
+           "  if (c.prepared == nullptr) {\n    *local = prepare(args, c.seq);",
+           "  if (true) {\n    *local = prepare(args, c.seq);", "cpp", "PostedAhead.*",
+           why="the collective plans itself again when it runs: a call posted ahead posts its "
+               "message a second time, one round ahead of its peers"),
+    Mutant("prepared_plan_of_another_call_runs", "csrc/executor/communicator_calls.h",
+           "  RING_ASSERT(p.seq == c.seq && p.args == args,", "  RING_ASSERT(true,", "cpp",
+           "PreparedCall.*",
+           why="a call handed the plan prepared for another (another count) runs under it"),
+    Mutant("prepared_broadcast_from_rank_zero", "csrc/executor/communicator_issue.cc",
+           "      broadcast(output, a.count, a.dtype, a.root, planned);",
+           "      broadcast(output, a.count, a.dtype, 0, planned);", "cpp", "PreparedCall.*",
+           why="the one dispatch of a prepared call loses the broadcast's root"),
+    Mutant("runner_announces_nothing", "csrc/backend/work_queue.cc",
+           "    group_.announceIssued(task.call.seq + 1);\n", "", "py",
+           "tests/python/test_caller_thread.py -x -q -k small_call", timeout=300,
+           why="the runner never tells the peers a call was issued: no small call runs on its "
+               "caller's thread"),
+    Mutant("issue_times_never_collected", "csrc/executor/straggler_stats.cc",
+           "  while (next_ < count && t.issueTimes(next_, &scratch_)) {",
+           "  while (false && t.issueTimes(next_, &scratch_)) {", "cpp",
+           "StragglerStats.TheCommunicatorsSeeALateRank",
+           why="the issue times are announced but never read: no rank is ever late"),
     # Issue 48: the plan of a call, chosen in one place and recorded; the knobs in one table.
     Mutant("plan_mailbox_never", "csrc/executor/plan_choice.h",
            "    p.mailboxRound = bytes <= s.mailboxBytes;", "    p.mailboxRound = false;", "py",
@@ -751,7 +776,7 @@ MUTANTS = [
            why="PREMUL_SUM keeps the baseline scaling where the AVX2 one is served (13-19x "
                "slower for float16)"),
     Mutant("cpu_bind_ignored", "csrc/executor/communicator.cc",
-           '  if (env().cpuBind == "core") {', "  if (false) {", "py",
+           '  if (env().cpuBind == "core") bindToCore(', "  if (false) bindToCore(", "py",
            "tests/python/test_cpu_bind.py -x -q",
            why="TORCH_RING_CPU_BIND=core is read and checked but binds nothing"),
     Mutant("cpu_bind_every_rank_to_the_first_cpu", "csrc/common/cpu_binding.cc",

@@ -32,6 +32,11 @@ BENCH_MUTANTS = [
            "tests/python/test_tp_decode_bench.py -x -q",
            why="the row-parallel MLP's partial sums are added unreduced: every rank computes "
                "its own wrong model"),
+    Mutant("tp_decode_runs_a_deepspeed_kernel_the_cpu_lacks", "scripts/tp_decode_bench.py",
+           "        if reason:\n            p.error(f\"--backends deepspeed: {reason}\")",
+           "        pass", "py", "tests/python/test_tp_decode_bench.py -x -q -k refused",
+           why="DeepSpeed's bfloat16 op is called on a CPU without AVX-512BW: its ranks die of "
+               "SIGILL (killed only on such a CPU; elsewhere its test skips)"),
 ]
 
 # The waits' spin where each rank has a core (transport/wait.h, yieldWhileSpinning).

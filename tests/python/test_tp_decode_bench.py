@@ -73,9 +73,23 @@ def test_the_sharded_decoder_computes_the_unsharded_one():
     assert (lost - whole).abs().max() > 1e-2
 
 
+def _deepspeed_bfloat16_refusal():
+    """"" where DeepSpeed's bfloat16 kernel runs on this CPU, else the reason the reference gives
+    (its op asked as the benchmark asks it); None without deepspeed."""
+    if importlib.util.find_spec("deepspeed") is None:
+        return None
+    r = subprocess.run([sys.executable, "-c",
+                        "import torch\n"
+                        "from torch_ring_backend.bench.deepspeed_reference import build, unsupported\n"
+                        "print(unsupported(torch.bfloat16, build().vector_kernel_level()) or '')"],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+
+
 def test_a_small_run_passes_its_checks(tmp_path):
     backends = ["ring", "gloo", "none"]
-    if importlib.util.find_spec("deepspeed") is not None:
+    if _deepspeed_bfloat16_refusal() == "":
         backends.insert(2, "deepspeed")
     out = tmp_path / "tp.json"
     r = subprocess.run([sys.executable, SCRIPT, *SMALL, "--steps", "3", "--warmup", "1",
@@ -94,3 +108,19 @@ def test_a_small_run_passes_its_checks(tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_deepspeed_is_refused_by_name_where_its_bfloat16_kernel_cannot_run(tmp_path):
+    """Called regardless, DeepSpeed's bfloat16 kernel dies of SIGILL on a CPU without
+    AVX-512BW (seen on an AVX2-only EPYC): the benchmark refuses it at start, naming why."""
+    reason = _deepspeed_bfloat16_refusal()
+    if reason is None:
+        pytest.skip("deepspeed is not installed")
+    if reason == "":
+        pytest.skip("DeepSpeed's bfloat16 kernel runs on this CPU (the small run covers it)")
+    r = subprocess.run([sys.executable, SCRIPT, *SMALL, "--steps", "1", "--warmup", "0",
+                        "--rounds", "1", "--batches", "1", "--backends", "ring,deepspeed"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--backends deepspeed: DeepSpeed's torch.bfloat16 kernel needs AVX-512BW" in r.stderr, \
+        r.stderr

@@ -51,6 +51,20 @@ def build(verbose=False):
     return builder.load(verbose=verbose)
 
 
+def unsupported(dtype, level):
+    """Why DeepSpeed's op cannot reduce `dtype` correctly on this CPU (its kernels' vector level
+    `level`: vector_kernel_level()), or None. Called by its own kernel regardless, an unsupported
+    dtype comes back unchanged and a bfloat16/float16 one without AVX-512BW dies of SIGILL."""
+    needed = _KERNEL_LEVEL.get(dtype)
+    if needed is None:
+        return (f"DeepSpeed's shared-memory op returns {dtype} unchanged (float32, bfloat16 and "
+                "float16 only)")
+    if level < needed:
+        return (f"DeepSpeed's {dtype} kernel needs {'AVX-512BW' if needed == 2 else 'AVX2'}, "
+                "which this CPU lacks")
+    return None
+
+
 def workspace_name(rank):
     """The /dev/shm file DeepSpeed's op creates for `rank` (shm.cpp's shm_initialize)."""
     return (f"{_SHM_PREFIX}_{os.getuid()}_{os.environ.get('MASTER_ADDR', '')}_"
@@ -82,13 +96,9 @@ class DeepSpeedShm:
         if ctx.op_name != "sum":
             raise ValueError(f"DeepSpeed's shared-memory op sums whatever op it is given "
                              f"({ctx.op_name.upper()} would return the sum)")
-        needed = _KERNEL_LEVEL.get(ctx.dtype)
-        if needed is None:
-            raise ValueError(f"DeepSpeed's shared-memory op returns {ctx.dtype} unchanged "
-                             "(float32, bfloat16 and float16 only)")
-        if self.level < needed:
-            raise ValueError(f"DeepSpeed's {ctx.dtype} kernel needs "
-                             f"{'AVX-512BW' if needed == 2 else 'AVX2'}, which this CPU lacks")
+        reason = unsupported(ctx.dtype, self.level)
+        if reason:
+            raise ValueError(reason)
         buf = case.output
         if not buf.is_contiguous():  # the op reduces a contiguous copy and drops it
             raise ValueError("DeepSpeed's shared-memory op needs a contiguous tensor")
@@ -96,9 +106,9 @@ class DeepSpeedShm:
 
     def all_reduce_(self, tensor):
         """Sums `tensor` over the ranks in place (a model's call: scripts/tp_decode_bench.py)."""
-        if tensor.dtype not in _KERNEL_LEVEL or not tensor.is_contiguous():
-            raise ValueError(f"DeepSpeed's shared-memory op cannot reduce this tensor in place "
-                             f"({tensor.dtype}, contiguous {tensor.is_contiguous()})")
+        reason = unsupported(tensor.dtype, self.level)
+        if reason or not tensor.is_contiguous():
+            raise ValueError(reason or "DeepSpeed's shared-memory op needs a contiguous tensor")
         self._op(tensor)
 
     def barrier(self):

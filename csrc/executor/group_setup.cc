@@ -1,0 +1,81 @@
+// What a group decides once, at set-up, beside its links: how long its waits spin, which CPU
+// each rank runs on (TORCH_RING_CPU_BIND), and that every rank plans its calls alike.
+#include "executor/group_setup.h"
+
+#include <algorithm>
+
+#include "common/cpu_binding.h"
+#include "common/env.h"
+#include "common/errors.h"
+#include "common/logging.h"
+#include "transport/store.h"
+
+namespace ring {
+namespace {
+
+// Why adaptive: a waiter that spins answers within a microsecond when its peer runs on another
+// core (2 ranks on 2 cores: 13 us per small all_reduce instead of 50-170 us through futex
+// wake-ups), but when ranks outnumber cores a long spin takes the core from the very rank it
+// waits for (4 ranks on 2 cores, 500 us spins with every call handed to a worker thread: 2-5x
+// slower). So a long spin only when this host's ranks of the group fit on the cores this
+// process may use, and a short one otherwise (below).
+// The spin where every rank of the host has a core of its own (see below).
+constexpr int kOwnCoreSpinMicros = 500;
+
+int spinMicrosFor(int localRanks, bool onlySharedMemory) {
+  if (env().spinMicros >= 0) return env().spinMicros;
+  const int cores = usableCores();
+  // 500 us covers a peer's turnaround, including its caller-to-worker thread hand-off, with
+  // room to spare (measured on 2 cores: 50 us often expired just before the peer arrived and
+  // then paid for the futex round trip on top), and still bounds what a wait can waste when
+  // the peer has been descheduled after all.
+  if (localRanks <= cores) return kOwnCoreSpinMicros;
+  // More ranks than cores. A waiter spins with a yield every 64 pauses (wait.cc), so the rank
+  // it waits for runs as soon as it is runnable; sleeping at once instead costs a futex wake
+  // and a context switch per message. Measured, 4 ranks on 2 cores, shared memory: all_reduce
+  // of 4 KiB in 48-99 us with 20-100 us of spin against 140-244 us with none, 1 MiB in
+  // 220 us against 290-400, 16 MiB alike. Over TCP the I/O threads must run to move the data,
+  // and spinning ranks took their CPU (4 ranks on 2 cores: 0.3-0.6 GB/s instead of 0.8).
+  return onlySharedMemory ? 50 : 0;
+}
+
+}  // namespace
+
+int usableCores() { return std::max<int>(1, static_cast<int>(processCpuBinder().usable().size())); }
+
+SpinChoice chooseSpin(int localRanks, bool onlySharedMemory) {
+  SpinChoice c;
+  c.micros = spinMicrosFor(localRanks, onlySharedMemory);
+  c.ownCore = c.micros >= kOwnCoreSpinMicros;
+  RING_LOG(kLogInfo, "a wait spins up to ", c.micros, " us before it sleeps (", localRanks,
+           " rank(s) of this machine, ", usableCores(), " CPU(s)",
+           env().spinMicros >= 0 ? "; TORCH_RING_SPIN_US" : "", ")");
+  return c;
+}
+
+void bindToCore(int machineIndex, int localRanks) {
+  // This rank's place among its machine's ranks of the group picks its CPU.
+  bool bound = false;
+  const std::string what = processCpuBinder().bindOnce(machineIndex, localRanks, &bound);
+  RING_LOG(bound ? kLogInfo : kLogWarn, what);
+}
+
+// Every rank publishes its plan settings and compares everyone's with its own, so that ranks
+// configured differently fail at set-up, each naming a rank that differs, instead of running
+// different plans (whose messages would go to different peers: a timeout, not a clear error).
+void agreeOnPlans(Store& store, int rank, int size, const std::string& mine,
+                  std::chrono::milliseconds timeout) {
+  store.set(strCat("ring/plans/", rank), mine);
+  const std::vector<std::string> lines = readEveryRank(
+      store, rank, size, [](int r) { return strCat("ring/plans/", r); }, mine, timeout);
+  for (int r = 0; r < size; ++r) {
+    const std::string& theirs = lines[static_cast<size_t>(r)];
+    RING_USAGE_CHECK(theirs == mine, "ring: rank ", rank, " has collective plans '", mine,
+                     "' but rank ", r, " has '", theirs,
+                     "': every rank must set TORCH_RING_ALGO and TORCH_RING_RD_BYTES alike (and, "
+                     "in a group of several hosts, TORCH_RING_DIRECT_BYTES, TORCH_RING_SHM_LINK "
+                     "and TORCH_RING_NET_LINK)");
+  }
+}
+
+}  // namespace ring

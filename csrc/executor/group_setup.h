@@ -1,0 +1,36 @@
+// What a group decides once, at set-up, beside its links (Communicator's constructor): how long
+// a wait spins before it sleeps, which CPU each rank runs on, and that every rank plans its
+// calls alike.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "transport/store.h"
+
+namespace ring {
+
+// The spin a wait takes (WaitContext::spinMicros), and whether every rank of this host has a
+// core of its own (then a wait never yields while it spins: WaitContext::yieldWhileSpinning).
+struct SpinChoice {
+  int micros = 0;
+  bool ownCore = false;
+};
+// For `localRanks` ranks of the group on this machine, over shared memory only or not
+// (TORCH_RING_SPIN_US overrides it); logged.
+SpinChoice chooseSpin(int localRanks, bool onlySharedMemory);
+
+// The CPUs this process's ranks of a machine share: those it had before TORCH_RING_CPU_BIND
+// bound its thread to one of them (a later group, made on that thread, still counts them all).
+int usableCores();
+
+// TORCH_RING_CPU_BIND=core: binds the calling thread to the CPU of the rank at `machineIndex`
+// among this machine's `localRanks`; logged (a warning where it could not).
+void bindToCore(int machineIndex, int localRanks);
+
+// Every rank publishes its plan settings line and compares everyone's with its own: ranks
+// configured differently fail at set-up, each naming a rank that differs.
+void agreeOnPlans(Store& store, int rank, int size, const std::string& mine,
+                  std::chrono::milliseconds timeout);
+
+}  // namespace ring

@@ -1,0 +1,67 @@
+// One call of the group as data: what it is (CollectiveArgs), and the same planned once
+// (PreparedCall: its fingerprint, its plan, whether its message went out ahead of it).
+//
+// Why a call is planned once, before anyone runs it: whoever runs it (the caller, the worker,
+// a waiter: backend/work_queue.h) and whatever it does first (post its message ahead, ask
+// whether the peers have issued it) work from one choice, made by Communicator::prepare from
+// the group's one table of plans (plan_choice.h), instead of each step choosing again.
+#pragma once
+
+#include <cstdint>
+
+#include "common/types.h"
+#include "executor/plan_choice.h"
+#include "protocol/message_header.h"
+
+namespace ring {
+
+class Mailbox;
+
+// A collective over one input and one output buffer, described: the runner hands it to the
+// group (Communicator::run) with the buffers, so the backend needs no code of its own per call.
+// `count` is an all_gather's or reduce_scatter's part per rank, every other's whole buffer.
+struct CollectiveArgs {
+  Collective kind = Collective::Barrier;
+  int64_t count = 0;
+  DType dtype = DType::UInt8;
+  RedOp op = RedOp::Sum;
+  double factor = 1.0;  // PREMUL_SUM's
+  int root = -1;
+
+  static CollectiveArgs allReduce(int64_t count, DType t, RedOp op, double factor) {
+    return {Collective::AllReduce, count, t, op, factor, -1};
+  }
+  static CollectiveArgs allGather(int64_t countPerRank, DType t) {
+    return {Collective::AllGather, countPerRank, t, RedOp::Sum, 1.0, -1};
+  }
+  static CollectiveArgs reduceScatter(int64_t countPerRank, DType t, RedOp op, double factor) {
+    return {Collective::ReduceScatter, countPerRank, t, op, factor, -1};
+  }
+  static CollectiveArgs broadcast(int64_t count, DType t, int root) {
+    return {Collective::Broadcast, count, t, RedOp::Sum, 1.0, root};
+  }
+  static CollectiveArgs reduce(int64_t count, DType t, RedOp op, double factor, int root) {
+    return {Collective::Reduce, count, t, op, factor, root};
+  }
+  static CollectiveArgs barrier() { return {}; }
+
+  bool operator==(const CollectiveArgs& o) const {
+    return kind == o.kind && count == o.count && dtype == o.dtype && op == o.op &&
+           factor == o.factor && root == o.root;
+  }
+};
+
+// A call planned once (Communicator::prepare): what its messages carry, the plan every rank
+// chose alike for it, and where it is one mailbox round, the mailbox. `posted` is set by
+// Communicator::post once its message is out; the call then only reads its peers'.
+struct PreparedCall {
+  CollectiveArgs args;
+  uint64_t seq = 0;
+  Fingerprint fp;
+  CallPlan plan;
+  const char* planName = "ring";  // callPlanName, for the flight recorder
+  Mailbox* box = nullptr;
+  bool posted = false;
+};
+
+}  // namespace ring
