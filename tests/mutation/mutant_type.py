@@ -15,3 +15,7 @@ class Mutant:
     why: str = ""
     binaries: tuple = ("ring_unit_tests",)  # "cpp": the gtest programs to build and run
     timeout: int = 0  # seconds for its tests, when shorter than --timeout (a mutant that hangs)
+    # CPU flags (/proc/cpuinfo's names) without which the mutated code never runs here (its
+    # tests skip): on a CPU that lacks one the mutant cannot be killed, and is reported as not
+    # applicable, not as killed or survived.
+    needs: tuple = ()

@@ -7,6 +7,9 @@ from mutants_bench import BENCH_MUTANTS, SPIN_MUTANTS
 from mutants_cuda import CUDA_MUTANTS
 from mutants_hosts import HOST_MUTANTS
 
+# What cpuHasAvx512() (csrc/reduce/reduce_avx512.cc) asks of the CPU before it serves that build.
+AVX512 = ("avx512f", "avx512bw", "avx512dq", "avx512vl")
+
 MUTANTS = [
     Mutant("max_is_min", "csrc/reduce/reduce_ops.h",
            "(a > b ? a : b)));", "(a < b ? a : b)));", "cpp", "ReduceOps.*", quick=True,
@@ -735,20 +738,21 @@ MUTANTS = [
     Mutant("avx512_build_never_served", "csrc/reduce/reduce_table.cc",
            "    case HostIsa::Avx512: return cpuHasAvx2() && cpuHasAvx512();",
            "    case HostIsa::Avx512: return false;", "cpp", "ReduceOps.TheWidestBuild*",
-           quick=True, why="a CPU with AVX-512 is served the AVX2 build"),
+           quick=True, needs=AVX512, why="a CPU with AVX-512 is served the AVX2 build"),
     Mutant("bf16_avx512_subnormals_through_the_instruction", "csrc/reduce/reduce_avx512.cc",
            "  if (subnormal != 0) {", "  if (false) {", "cpp", "SixteenBitBuilds.*", quick=True,
+           needs=AVX512,
            why="VCVTNEPS2BF16 reads subnormal sums as zero: bfloat16 results below 2^-126 "
                "differ from the other builds'"),
     Mutant("bf16_avx512_rounds_ties_up", "csrc/reduce/reduce_avx512.cc",
            "_mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb);",
            "_mm512_add_epi32(_mm512_set1_epi32(0x8000), _mm512_setzero_si512());", "cpp",
-           "SixteenBitBuilds.*", quick=True,
+           "SixteenBitBuilds.*", quick=True, needs=AVX512,
            why="the AVX-512 build's integer bfloat16 rounding rounds ties up, not to even"),
     Mutant("bf16_avx512_scale_halves_swapped", "csrc/reduce/reduce_avx512.cc",
            "_mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1)",
            "_mm512_insertf32x8(_mm512_castps256_ps512(hi), lo, 1)", "cpp",
-           "ReduceOps.VectorBuildsScale*", quick=True,
+           "ReduceOps.VectorBuildsScale*", quick=True, needs=AVX512,
            why="the AVX-512 build's PREMUL_SUM writes each sixteen bfloat16 products' halves "
                "in each other's places"),
     Mutant("cpu_isa_knob_ignored", "csrc/reduce/reduce_table.cc",
