@@ -404,7 +404,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::gather(std::vector<std::vector<at::T
                    comm_->gather(in[0].data_ptr(), flat.defined() ? flat.data_ptr() : nullptr,
                                  in[0].numel(), d, root, c);
                    if (flat.defined()) splitInto(flat, out);
-                 }});
+                 },
+                 std::nullopt, CollectiveArgs::gather(inputs[0].numel(), d, root)});
 }
 
 #if RING_TORCH_AT_LEAST(2, 14)
@@ -421,13 +422,11 @@ c10::intrusive_ptr<c10d::Work> RingBackend::gather_single(at::Tensor& output, at
     checkAllGatherAliasing(s, input, output);
   }
   const DType d = toRingDType(s, input.scalar_type());
-  // Straight into the root's output: no per-rank list to split into, as gather() has.
+  // Straight into the root's output (none elsewhere): no per-rank list to split into, as
+  // gather() has, so the call is its collective alone.
   return run(s, {c10d::OpType::GATHER, countDetail(input.numel(), d, root), {input},
-                 rank_ == root ? Tensors{output} : Tensors{}, opts.timeout,
-                 [this, d, root](const CallInfo& c, const Tensors& in, const Tensors& out) {
-                   comm_->gather(in[0].data_ptr(), out.empty() ? nullptr : out[0].data_ptr(),
-                                 in[0].numel(), d, root, c);
-                 }});
+                 rank_ == root ? Tensors{output} : Tensors{}, opts.timeout, nullptr,
+                 std::nullopt, CollectiveArgs::gather(input.numel(), d, root)});
 }
 #endif
 
@@ -445,7 +444,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::scatter(std::vector<at::Tensor>& out
                    if (!in.empty()) flat = flatCat(in);
                    comm_->scatter(flat.defined() ? flat.data_ptr() : nullptr, out[0].data_ptr(),
                                   out[0].numel(), d, root, c);
-                 }});
+                 },
+                 std::nullopt, CollectiveArgs::scatter(outputs[0].numel(), d, root)});
 }
 
 c10::intrusive_ptr<c10d::Work> RingBackend::alltoall_base(at::Tensor& output, at::Tensor& input,

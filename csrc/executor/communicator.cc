@@ -114,10 +114,10 @@ WaitContext Communicator::waitContext(const Fingerprint& fp, const CallInfo& c) 
   Transport* t = transport_.get();
   // A rank that waits here on a peer that has gone on into a mailbox round (it ran this call
   // otherwise) would wait for a message that never comes, and so would the peer: the peer's
-  // posted head tells (Mailbox::checkNotPostedElse), and both ranks fail naming both calls.
+  // posted head tells (Mailbox::checkPeerNotAhead), and both ranks fail naming both calls.
   ctx.checkHealth = [t, &fp](int peer) {
     t->checkHealth(peer);
-    if (Mailbox* box = t->mailbox()) box->checkNotPostedElse(peer, fp);
+    if (Mailbox* box = t->mailbox()) box->checkPeerNotAhead(peer, fp);
   };
   return ctx;
 }

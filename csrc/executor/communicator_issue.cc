@@ -77,12 +77,19 @@ PreparedCall Communicator::prepare(const CollectiveArgs& a, uint64_t seq) const 
       p.fp.algorithm = p.plan.algorithm;
       break;
     case Collective::Barrier:
-      // A barrier's messages carry the ring's algorithm whichever path it takes.
-      p.fp = makeFingerprint(Collective::Barrier, seq, 0, DType::UInt8, RedOp::Sum, -1);
+      // A barrier's messages carry the ring's algorithm (the fingerprint's default) whichever
+      // path it takes; its args are the fixed ones of CollectiveArgs::barrier().
+      RING_ASSERT(a == CollectiveArgs::barrier(), "a barrier (sequence ", seq,
+                  ") described with a count, dtype, op or root");
       p.plan = planOf(Collective::Barrier, 0);
       break;
     case Collective::Reduce:
       break;  // one plan, the ring
+    case Collective::Gather:
+    case Collective::Scatter:
+      // One plan: the root's own link to each rank (moving_collectives.cc).
+      p.planName = "pairwise";
+      return p;
     default:
       RING_ASSERT(false, "no prepared plan for ", collectiveName(a.kind), " (sequence ", seq, ")");
   }
@@ -147,6 +154,12 @@ void Communicator::run(const PreparedCall& p, const void* input, void* output,
       return;
     case Collective::Reduce:
       reduce(input, output, a.count, a.dtype, a.op, a.factor, a.root, planned);
+      return;
+    case Collective::Gather:
+      gather(input, output, a.count, a.dtype, a.root, planned);
+      return;
+    case Collective::Scatter:
+      scatter(input, output, a.count, a.dtype, a.root, planned);
       return;
     case Collective::Barrier:
       barrier(planned);

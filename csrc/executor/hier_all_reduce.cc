@@ -36,8 +36,8 @@ void leadersAllReduce(Transport& t, const HostLayout& layout, char* data, int64_
   if (local == 0) {
     const std::vector<int> leaders = ranksOfLocalIndex(layout, 0);
     if (inter.kind == InterHostKind::Direct) {
-      directAllReduceAmong(t, DirectMembers{leaders.data(), layout.hosts(), host}, data, count,
-                           io, fp, ctx);
+      FifoRound links(t, DirectMembers{leaders.data(), layout.hosts(), host});
+      directAllReduce(links, data, count, io, fp, ctx);
     } else {
       recursiveAllReduce(t, leaders, host, inter.schedule, data, count, io, fp, ctx);
     }
@@ -82,8 +82,8 @@ void hierAllReduce(Transport& t, const HostLayout& layout, const std::vector<Hos
     if (oneHost || s.owners[static_cast<size_t>(host)] != me) continue;
     char* at = data + s.range.offset * es;
     if (inter.kind == InterHostKind::Direct) {
-      directAllReduceAmong(t, DirectMembers{s.owners.data(), layout.hosts(), host}, at,
-                           s.range.count, io, fp, ctx);
+      FifoRound links(t, DirectMembers{s.owners.data(), layout.hosts(), host});
+      directAllReduce(links, at, s.range.count, io, fp, ctx);
       continue;
     }
     if (inter.kind == InterHostKind::Rounds) {

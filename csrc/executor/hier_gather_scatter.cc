@@ -89,8 +89,8 @@ void leaderAllGather(Transport& t, const HostLayout& layout, const void* input, 
   if (l.local == 0) {
     const int64_t hostCount = countPerRank * l.widest;
     if (directBetween) {
-      directAllGatherAmong(t, DirectMembers{l.ranks.data(), hosts, l.host}, mine, stage,
-                           hostCount, elemSize, fp, ctx);
+      FifoRound links(t, DirectMembers{l.ranks.data(), hosts, l.host});
+      directAllGather(links, mine, stage, hostCount, elemSize, fp, ctx);
     } else {
       PlanBuffers between{mine, stage, elemSize, nullptr, nullptr, 1};
       runRingPlanAmong(t, l.ranks, l.host, planAllGather(hosts, l.host, hostCount, sliceElems),
@@ -148,8 +148,8 @@ void leaderReduceScatter(Transport& t, const HostLayout& layout, int64_t countPe
   if (l.local == 0) {
     const int64_t hostCount = countPerRank * l.widest;
     if (directBetween) {
-      directReduceScatterAmong(t, DirectMembers{l.ranks.data(), hosts, l.host}, sum, block,
-                               hostCount, io, fp, ctx);
+      FifoRound links(t, DirectMembers{l.ranks.data(), hosts, l.host});
+      directReduceScatter(links, sum, block, hostCount, io, fp, ctx);
     } else {
       PlanBuffers between = io;
       between.input = sum;
@@ -191,8 +191,8 @@ void hierAllGather(Transport& t, const HostLayout& layout, const void* input, vo
   char* mine = stage + static_cast<int64_t>(p.local) * p.hosts * blockBytes;
   const std::vector<int> peers = ranksOfLocalIndex(layout, p.local);
   if (directBetween) {
-    directAllGatherAmong(t, DirectMembers{peers.data(), p.hosts, p.host}, input, mine,
-                         countPerRank, elemSize, fp, ctx);
+    FifoRound links(t, DirectMembers{peers.data(), p.hosts, p.host});
+    directAllGather(links, input, mine, countPerRank, elemSize, fp, ctx);
   } else {
     PlanBuffers between{static_cast<const char*>(input), mine, elemSize, nullptr, nullptr, 1};
     runRingPlanAmong(t, peers, p.host, planAllGather(p.hosts, p.host, countPerRank, sliceElems),
@@ -245,8 +245,8 @@ void hierReduceScatter(Transport& t, const HostLayout& layout, int64_t countPerR
   }
   const std::vector<int> peers = ranksOfLocalIndex(layout, p.local);
   if (directBetween) {
-    directReduceScatterAmong(t, DirectMembers{peers.data(), p.hosts, p.host}, hostSum,
-                             io.output, countPerRank, io, fp, ctx);
+    FifoRound links(t, DirectMembers{peers.data(), p.hosts, p.host});
+    directReduceScatter(links, hostSum, io.output, countPerRank, io, fp, ctx);
     return;
   }
   PlanBuffers between = io;

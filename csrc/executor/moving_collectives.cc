@@ -11,7 +11,6 @@
 #include "executor/communicator_calls.h"
 #include "executor/direct_collectives.h"
 #include "executor/hier_gather_scatter.h"
-#include "executor/mailbox_collectives.h"
 #include "schedule/ring_plan.h"
 #include "transport/stamped_link.h"
 
@@ -26,13 +25,14 @@ void Communicator::allGather(const void* input, void* output, int64_t countPerRa
   const Fingerprint& fp = p.fp;
   guarded(fp, p.planName, c, [&](const WaitContext& ctx) {
     if (p.box != nullptr) {
-      // Posted ahead (post): its part is out; the peers' remain.
-      mailboxAllGather(*p.box, rank_, size_, input, output, countPerRank, elementSize(t), fp,
-                       ctx, p.posted ? MailboxPost::AlreadyDone : MailboxPost::Now);
+      // One round through the mailboxes; where it was posted ahead, the peers' parts remain.
+      MailboxRound links(*p.box, rank_, size_, p.posted);
+      directAllGather(links, input, output, countPerRank, elementSize(t), fp, ctx);
       return;
     }
     if (fp.algorithm == Algorithm::Direct) {
-      directAllGather(*transport_, input, output, countPerRank, elementSize(t), fp, ctx);
+      FifoRound links(*transport_, DirectMembers{nullptr, size_, rank_});
+      directAllGather(links, input, output, countPerRank, elementSize(t), fp, ctx);
       return;
     }
     if (fp.algorithm == Algorithm::HierRing || fp.algorithm == Algorithm::HierDirect) {
@@ -71,8 +71,10 @@ void Communicator::broadcast(void* data, int64_t count, DType t, int root, const
 
 void Communicator::gather(const void* input, void* output, int64_t countPerRank, DType t,
                           int root, const CallInfo& c) {
-  Fingerprint fp = makeFingerprint(Collective::Gather, c.seq, countPerRank, t, RedOp::Sum, root);
-  guarded(fp, "pairwise", c, [&](const WaitContext& ctx) {
+  PreparedCall local;
+  const PreparedCall& p = preparedFor(c, CollectiveArgs::gather(countPerRank, t, root), &local);
+  const Fingerprint& fp = p.fp;
+  guarded(fp, p.planName, c, [&](const WaitContext& ctx) {
     const int64_t bytes = countPerRank * static_cast<int64_t>(elementSize(t));
     if (rank_ != root) {
       sendBytes(transport_->sendLink(Channel::Collective, root), rank_, input, bytes, fp, ctx);
@@ -92,8 +94,10 @@ void Communicator::gather(const void* input, void* output, int64_t countPerRank,
 
 void Communicator::scatter(const void* input, void* output, int64_t countPerRank, DType t,
                            int root, const CallInfo& c) {
-  Fingerprint fp = makeFingerprint(Collective::Scatter, c.seq, countPerRank, t, RedOp::Sum, root);
-  guarded(fp, "pairwise", c, [&](const WaitContext& ctx) {
+  PreparedCall local;
+  const PreparedCall& p = preparedFor(c, CollectiveArgs::scatter(countPerRank, t, root), &local);
+  const Fingerprint& fp = p.fp;
+  guarded(fp, p.planName, c, [&](const WaitContext& ctx) {
     const int64_t bytes = countPerRank * static_cast<int64_t>(elementSize(t));
     if (rank_ != root) {
       recvBytes(transport_->recvLink(Channel::Collective, root), rank_, output, bytes, fp, ctx);

@@ -19,7 +19,8 @@ class Mailbox;
 
 // A collective over one input and one output buffer, described: the runner hands it to the
 // group (Communicator::run) with the buffers, so the backend needs no code of its own per call.
-// `count` is an all_gather's or reduce_scatter's part per rank, every other's whole buffer.
+// `count` is an all_gather's, reduce_scatter's, gather's or scatter's part per rank, every
+// other's whole buffer.
 struct CollectiveArgs {
   Collective kind = Collective::Barrier;
   int64_t count = 0;
@@ -42,6 +43,14 @@ struct CollectiveArgs {
   }
   static CollectiveArgs reduce(int64_t count, DType t, RedOp op, double factor, int root) {
     return {Collective::Reduce, count, t, op, factor, root};
+  }
+  // Each rank's part of countPerRank elements to (gather) or from (scatter) the root's buffer
+  // of size * countPerRank.
+  static CollectiveArgs gather(int64_t countPerRank, DType t, int root) {
+    return {Collective::Gather, countPerRank, t, RedOp::Sum, 1.0, root};
+  }
+  static CollectiveArgs scatter(int64_t countPerRank, DType t, int root) {
+    return {Collective::Scatter, countPerRank, t, RedOp::Sum, 1.0, root};
   }
   static CollectiveArgs barrier() { return {}; }
 

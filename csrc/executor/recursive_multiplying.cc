@@ -76,8 +76,8 @@ void recursiveAllReduce(Transport& t, const std::vector<int>& members, int pos,
     for (int d = 0; d < radix; ++d) {
       ranks.push_back(members[static_cast<size_t>(realPos(base + d * weight))]);
     }
-    directAllReduceAmong(t, DirectMembers{ranks.data(), radix, digit}, data, count, round, fp,
-                         ctx);
+    FifoRound links(t, DirectMembers{ranks.data(), radix, digit});
+    directAllReduce(links, data, count, round, fp, ctx);
     weight *= radix;
   }
   if (io.divide) io.divide(data, io.divisor, count);

@@ -11,7 +11,6 @@
 #include "executor/communicator_calls.h"
 #include "executor/direct_collectives.h"
 #include "executor/hier_gather_scatter.h"
-#include "executor/mailbox_collectives.h"
 #include "schedule/ring_plan.h"
 
 namespace ring {
@@ -24,25 +23,23 @@ void Communicator::allReduce(void* data, int64_t count, DType t, RedOp op, doubl
   const PreparedCall& p = preparedFor(c, CollectiveArgs::allReduce(count, t, op, factor), &local);
   const Fingerprint& fp = p.fp;
   guarded(fp, p.planName, c, [&](const WaitContext& ctx) {
-    if (p.posted) {
-      // Its message (scaled, for PREMUL_SUM) went out ahead of it (post): the peers' remain.
-      mailboxAllReduce(*p.box, rank_, size_, static_cast<char*>(data), count,
-                       buffers(data, data, t, op, size_), fp, ctx, MailboxPost::AlreadyDone);
-      return;
-    }
-    // PREMUL_SUM scales this rank's contribution in place (all-reduce is in place anyway).
-    if (op == RedOp::PreMulSum) scaleFn(t)(data, data, factor, count);
+    // PREMUL_SUM scales this rank's contribution in place (all-reduce is in place anyway);
+    // a message posted ahead (post) went out scaled already.
+    if (op == RedOp::PreMulSum && !p.posted) scaleFn(t)(data, data, factor, count);
     if (size_ == 1) {
       if (op == RedOp::Avg) divideFn(t)(data, 1, count);
       return;
     }
+    char* bytes = static_cast<char*>(data);
     if (p.box != nullptr) {
-      mailboxAllReduce(*p.box, rank_, size_, static_cast<char*>(data), count,
-                       buffers(data, data, t, op, size_), fp, ctx);
+      // One round through the mailboxes; where it was posted ahead, the peers' parts remain.
+      MailboxRound links(*p.box, rank_, size_, p.posted);
+      directAllReduce(links, bytes, count, buffers(data, data, t, op, size_), fp, ctx);
       return;
     }
     if (fp.algorithm == Algorithm::Direct) {
-      directAllReduce(*transport_, data, count, buffers(data, data, t, op, size_), fp, ctx);
+      FifoRound links(*transport_, DirectMembers{nullptr, size_, rank_});
+      directAllReduce(links, bytes, count, buffers(data, data, t, op, size_), fp, ctx);
       return;
     }
     if (fp.algorithm == Algorithm::HierRing || fp.algorithm == Algorithm::HierRd ||
@@ -118,8 +115,8 @@ void Communicator::barrier(const CallInfo& c) {
     // Where there are mailboxes: one round of empty messages, every rank waiting for each
     // other rank's post once.
     if (p.box != nullptr) {
-      mailboxBarrier(*p.box, rank_, size_, fp, ctx,
-                     p.posted ? MailboxPost::AlreadyDone : MailboxPost::Now);
+      MailboxRound links(*p.box, rank_, size_, p.posted);
+      directBarrier(links, fp, ctx);
       return;
     }
     auto steps = planAllReduce(size_, rank_, 0, 1);

@@ -101,7 +101,7 @@ class Mailbox {
   // sleeps: throws CommError naming both calls once `peer` has been seen twice in a mailbox
   // round this rank has not reached, with nothing else changed: it has gone on without doing
   // what this rank waits for, and waits in that round for a post that does not come.
-  virtual void checkNotPostedElse(int peer, const Fingerprint& fp) const = 0;
+  virtual void checkPeerNotAhead(int peer, const Fingerprint& fp) const = 0;
 };
 
 class Transport {

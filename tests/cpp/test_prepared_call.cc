@@ -2,7 +2,8 @@
 // Communicator::run runs it, as the backend's runner does for every call that is one collective
 // over one input and one output. Ranks as threads over shared memory, each result checked
 // against the collective's definition (torch.distributed's documentation: all_reduce, the
-// all_gather into one tensor, the reduce_scatter of one tensor, broadcast, reduce, barrier),
+// all_gather into one tensor, the reduce_scatter of one tensor, broadcast, reduce, gather into
+// one tensor, scatter, barrier),
 // through the mailbox, a direct round and the ring; a call that runs with another call's plan is
 // named.
 #include <gtest/gtest.h>
@@ -61,6 +62,14 @@ TEST(PreparedCall, EachCollectiveRunsAsItsDefinition) {
             std::vector<float> reduced = mine;
             runPrepared(CollectiveArgs::reduce(count, DType::Float32, RedOp::Max, 1.0, 0),
                         reduced.data(), reduced.data());
+            // gather to the last rank (an output there only), scatter of `blocks` from rank 0
+            // (an input there only): rank r receives block r.
+            std::vector<float> collected(me == root ? static_cast<size_t>(n * count) : 0, -9.0f);
+            runPrepared(CollectiveArgs::gather(count, DType::Float32, root), mine.data(),
+                        me == root ? collected.data() : nullptr);
+            std::vector<float> dealt(static_cast<size_t>(count), -9.0f);
+            runPrepared(CollectiveArgs::scatter(count, DType::Float32, 0),
+                        me == 0 ? blocks.data() : nullptr, dealt.data());
 
             for (int64_t i = 0; i < count; ++i) {
               const size_t k = static_cast<size_t>(i);
@@ -78,6 +87,11 @@ TEST(PreparedCall, EachCollectiveRunsAsItsDefinition) {
               ASSERT_EQ(part[k], block) << "reduce_scatter " << at << " element " << i;
               ASSERT_EQ(cast[k], value(root, i)) << "broadcast " << at << " element " << i;
               if (me == 0) ASSERT_EQ(reduced[k], most) << "reduce " << at << " element " << i;
+              for (int r = 0; me == root && r < n; ++r) {
+                ASSERT_EQ(collected[static_cast<size_t>(r * count + i)], value(r, i))
+                    << "gather " << at << " block " << r << " element " << i;
+              }
+              ASSERT_EQ(dealt[k], value(0, me * count + i)) << "scatter " << at << " element " << i;
             }
           }
           // No rank leaves a prepared barrier before every rank has entered it.

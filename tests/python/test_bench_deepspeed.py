@@ -36,9 +36,10 @@ def test_deepspeed_columns_are_checked_and_its_workspaces_removed(tmp_path, dtyp
     """Sizes on both of DeepSpeed's algorithms (every rank reducing the whole message below
     1 MiB; each rank its slice from 1 MiB), odd counts included (its last slice takes the
     remainder): DeepSpeed's sum matches the closed form at each, and no workspace file of the
-    run is left in /dev/shm (DeepSpeed itself never unlinks them)."""
-    if dtype == "bfloat16" and not _has_avx512bw():
-        pytest.skip("DeepSpeed's bfloat16 kernel needs AVX-512BW")
+    run is left in /dev/shm (DeepSpeed itself never unlinks them). On a CPU without AVX-512BW
+    DeepSpeed's bfloat16 kernel would die of SIGILL: there every row must say so by name, with
+    ring's own columns measured and right."""
+    refused = dtype == "bfloat16" and not _has_avx512bw()
     before = set(glob.glob(WORKSPACES))
     out_json = tmp_path / "rows.json"
     r = _run_bench(["--nproc", "2", "-b", "6", "-e", "3M", "--warmup", "1", "--iters", "3",
@@ -50,6 +51,14 @@ def test_deepspeed_columns_are_checked_and_its_workspaces_removed(tmp_path, dtyp
     rows = data["rows"]
     assert max(row["bytes"] for row in rows) >= 2 * 1024 * 1024, [row["bytes"] for row in rows]
     assert any(row["count"] % 2 for row in rows), [row["count"] for row in rows]
+    if refused:
+        refusal = "DeepSpeed's torch.bfloat16 kernel needs AVX-512BW, which this CPU lacks"
+        for row in rows:
+            assert row["references"]["deepspeed"]["refused"] == refusal, row
+            assert row["wrong"] == 0 and row["time_us"] > 0, row
+        assert f"deepspeed refused: {refusal}" in r.stdout, r.stdout
+        assert set(glob.glob(WORKSPACES)) == before, sorted(set(glob.glob(WORKSPACES)) - before)
+        return
     for row in rows:
         ds = row["references"]["deepspeed"]
         assert ds["refused"] is None and ds["time_us"] > 0, row

@@ -75,7 +75,7 @@ struct FifoControl {
 // the message's header (and, for a message of at most 8 bytes, the message itself) and, last,
 // the tag: the number of rounds its owner had posted with this one (1 for the first), published
 // after everything else of the message. Words, not bytes: a peer that looks for a mismatch
-// (ShmMailbox::checkNotPostedElse) reads a head without waiting for a round of its own, so
+// (ShmMailbox::checkPeerNotAhead) reads a head without waiting for a round of its own, so
 // every access is atomic (plain moves on x86-64).
 struct alignas(64) MailboxHead {
   static constexpr int kWords = 7;

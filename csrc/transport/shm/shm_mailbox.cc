@@ -105,7 +105,7 @@ bool ShmMailbox::arrived(int peer) const {
   return head(peer, rounds_ - 1)->tag.load(std::memory_order_relaxed) >= rounds_;
 }
 
-void ShmMailbox::checkNotPostedElse(int peer, const Fingerprint& fp) const {
+void ShmMailbox::checkPeerNotAhead(int peer, const Fingerprint& fp) const {
   if (peer < 0 || peer >= static_cast<int>(regionOf_.size()) || peer == rank_ ||
       regionOf_[static_cast<size_t>(peer)] == nullptr) {
     return;

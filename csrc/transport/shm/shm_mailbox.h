@@ -31,7 +31,7 @@ class ShmMailbox : public Mailbox {
   const void* receive(int peer, int64_t bytes, const Fingerprint& fp,
                       const WaitContext& ctx) override;
   bool arrived(int peer) const override;
-  void checkNotPostedElse(int peer, const Fingerprint& fp) const override;
+  void checkPeerNotAhead(int peer, const Fingerprint& fp) const override;
 
  private:
   MailboxControl* control(int rank) const;
@@ -52,7 +52,7 @@ class ShmMailbox : public Mailbox {
   std::vector<char*> regionOf_;  // [group rank]: that rank's region, or null (not on this host)
   // Rounds this rank has posted; its next round writes buffer rounds_ % 2.
   uint64_t rounds_ = 0;
-  // checkNotPostedElse's last sighting of a peer ahead of this rank (its tag), while this
+  // checkPeerNotAhead's last sighting of a peer ahead of this rank (its tag), while this
   // rank ran `seq` after `rounds` rounds; only the thread running this group's collectives
   // calls it.
   struct Suspect {
