@@ -29,8 +29,8 @@ RingWork::RingWork(int rank, c10d::OpType type, uint64_t seq, std::vector<at::Te
 bool RingWork::isCompleted() { return c10d::Work::isCompleted(); }
 
 bool RingWork::wait(std::chrono::milliseconds timeout) {
-  if (timeout == kNoTimeout && !c10d::Work::isCompleted()) {
-    if (std::shared_ptr<CallRunner> runner = runner_.lock()) runner->runOnWaiter(*this);
+  if (!c10d::Work::isCompleted()) {
+    if (std::shared_ptr<CallRunner> runner = runner_.lock()) runner->waiting(*this, timeout);
   }
   return c10d::Work::wait(timeout);
 }

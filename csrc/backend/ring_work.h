@@ -16,12 +16,13 @@ namespace ring {
 
 class RingWork;
 
-// The runner of the group's calls (WorkQueue), as a Work's wait() sees it: runs the call of
-// `work` on the calling thread if it is next in line and nothing of the group is running.
+// The runner of the group's calls (WorkQueue), as a Work sees it: told that a thread is about
+// to block in work.wait(timeout), it decides whether that thread runs the call (and runs it
+// there) or not; the Work only reports the wait (backend/work_queue.h says when).
 class CallRunner {
  public:
   virtual ~CallRunner() = default;
-  virtual bool runOnWaiter(const RingWork& work) = 0;
+  virtual void waiting(const RingWork& work, std::chrono::milliseconds timeout) = 0;
 };
 
 class RingWork : public c10d::Work {
@@ -54,12 +55,9 @@ class RingWork : public c10d::Work {
   // Called once, on the thread that ran the collective.
   void complete(std::exception_ptr error, int sourceRank = -1);
 
-  // Why a waiter may run its own task: a call handed to the worker (a peer was late) and then
-  // waited for costs two thread wake-ups (the worker's, then the waiter's); such calls took
-  // 80-500 us in all where two ranks share two cores (docs/latency_cpu.md); and the worker may not even get a core while this thread
-  // is about to sleep. Waiting for a task that has not started, this thread runs it instead,
-  // as the caller's thread runs a small call at issue (work_queue.h). Only a wait without a
-  // timeout of its own: the task may take up to the group's timeout.
+  // torch's Work.wait: blocks until the call completes (or `timeout` passes: raises). Before it
+  // blocks, the runner that queued the call hears of the wait and may run the call on this
+  // thread (CallRunner::waiting).
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   // Set by the runner when it queues the call, before the Work can be waited for (a weak
   // reference: the runner may go before the Work).

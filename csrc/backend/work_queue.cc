@@ -200,7 +200,8 @@ void WorkQueue::waitIdle() {
   idle_.wait(lock, [&] { return queue_.empty() && holder_ == Holder::Nobody && completing_ == 0; });
 }
 
-bool WorkQueue::runOnWaiter(const RingWork& work) {
+void WorkQueue::waiting(const RingWork& work, std::chrono::milliseconds timeout) {
+  if (timeout != ::kNoTimeout) return;  // a wait bounded by its own timeout only waits (top)
   std::pair<uint64_t, Task> next;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -208,7 +209,7 @@ bool WorkQueue::runOnWaiter(const RingWork& work) {
     // of the group's tasks is the same whoever runs it.
     if (holder_ != Holder::Nobody || queue_.empty() ||
         queue_.front().second.work.get() != &work) {
-      return false;
+      return;
     }
     next = std::move(queue_.front());
     queue_.pop_front();
@@ -217,7 +218,6 @@ bool WorkQueue::runOnWaiter(const RingWork& work) {
   LogScope logScope(rank_, groupName_);
   const std::exception_ptr error = run(next.first, next.second, "waiter");
   releaseThenComplete(next.second, error);
-  return true;
 }
 
 void WorkQueue::loop() {

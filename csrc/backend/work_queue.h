@@ -5,14 +5,17 @@
 // Why one call at a time, in issue order: every rank issues a group's collectives in the same
 // order, so running them in that order on every rank pairs them up without any matching.
 //
-// Who runs a call (push, runOnWaiter, loop), and why:
+// Who runs a call (push, waiting, loop), and why:
 //   - the caller's thread, at issue, for a small call (at most TORCH_RING_INLINE_BYTES) when
 //     the group is free and every peer has issued the call within a short patience
 //     (callerPatience): a hand-off to the worker costs two thread wake-ups, more than moving a
 //     few KiB, and the caller waits only for ranks bound to come;
-//   - a thread that waits for the call's Work (runOnWaiter, "waiter") when the call is next in
-//     line and the group is free: it would block for it anyway, and the worker may not have a
-//     core yet (docs/latency_cpu.md, "One late call");
+//   - a thread that waits for the call's Work without a timeout of its own (waiting, "waiter")
+//     when the call is next in line and the group is free: it would block for it anyway, and a
+//     call handed to the worker and then waited for costs two thread wake-ups (the worker's,
+//     then the waiter's), while the worker may not even have a core yet (docs/latency_cpu.md,
+//     "One late call"). Not a wait with a timeout: the call may take up to the group's
+//     timeout, and torch's Work.wait(timeout) returns (raises) at its own;
 //   - the group's worker thread ("ring-worker") otherwise.
 // The group is held by exactly one of them at a time (holder_).
 //
@@ -101,9 +104,10 @@ class WorkQueue : public CallRunner, public std::enable_shared_from_this<WorkQue
   void stop();
   // Blocks until every task queued so far has finished (bounded: each has a timeout).
   void waitIdle();
-  // Runs the task of `work` on the calling thread ("waiter" in the flight recorder) if it is
-  // first in the queue and nothing of the group is running; false (nothing done) otherwise.
-  bool runOnWaiter(const RingWork& work) override;
+  // A thread is about to block in work.wait(timeout): runs the task of `work` on it ("waiter"
+  // in the flight recorder) if the wait has no timeout of its own, the task is first in the
+  // queue and nothing of the group is running (see the top of this file); otherwise returns.
+  void waiting(const RingWork& work, std::chrono::milliseconds timeout) override;
 
  private:
   // Who holds the group: runs one of its calls (or has posted one, as the caller).

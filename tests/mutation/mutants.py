@@ -243,7 +243,7 @@ MUTANTS = [
            why="every barrier goes to the worker: two thread hand-offs per barrier"),
     Mutant("waiter_never_runs_its_task", "csrc/backend/work_queue.cc",
            "    if (holder_ != Holder::Nobody || queue_.empty() ||\n",
-           "    if (true) return false;\n    if (holder_ != Holder::Nobody || queue_.empty() ||\n", "py",
+           "    if (true) return;\n    if (holder_ != Holder::Nobody || queue_.empty() ||\n", "py",
            "tests/python/test_caller_thread.py::test_a_queued_call_runs_on_the_thread_that_waits_for_it "
            "tests/python/test_caller_thread.py::test_a_callback_that_waits_for_the_next_queued_call_runs_it "
            "-x -q", timeout=300,
@@ -644,6 +644,11 @@ MUTANTS = [
            why="gather_single, described as data, names rank 0 its root whatever dst the user "
                "passed: rank 0 gathers into an output it was never given, the root's stays "
                "unwritten"),
+    Mutant("timed_wait_runs_the_call", "csrc/backend/work_queue.cc",
+           "  if (timeout != ::kNoTimeout) return;", "", "py",
+           "tests/python/test_caller_thread.py -x -q -k own_timeout", timeout=300,
+           why="a Work.wait(timeout) runs the queued call on its thread: it returns when the "
+               "call ends (up to the group's timeout), not at its own timeout"),
     Mutant("runner_announces_nothing", "csrc/backend/work_queue.cc",
            "    group_.announceIssued(task.call.seq + 1);\n", "", "py",
            "tests/python/test_caller_thread.py -x -q -k small_call", timeout=300,

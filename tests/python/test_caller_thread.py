@@ -235,6 +235,65 @@ def test_a_queued_call_runs_on_the_thread_that_waits_for_it(pool, world):
             assert r["second_took"] < CALLBACK_S / 2, r["second_took"]
 
 
+def timed_wait_while_the_worker_is_busy(ctx):
+    """As waited_for_while_the_worker_is_busy, but rank 0 first waits for the second call with a
+    timeout of its own (WAIT_S): torch's Work.wait(timeout) raises once that has passed with
+    the call not complete (c10d::Work::wait: "Operation timed out!"). So the waiting thread must
+    not run the call, which could take up to the group's timeout: it waits WAIT_S and raises,
+    and a wait without a timeout then runs the call as before."""
+    import datetime
+    import threading
+    first = torch.full((INLINE_BYTES // 4 + 1,), float(ctx.rank + 1))  # always the worker's
+    second = torch.full((16,), float(10 * (ctx.rank + 1)))
+    out = {}
+    if ctx.rank == 0:
+        in_callback = threading.Event()
+
+        def slow_callback(_):
+            in_callback.set()
+            time.sleep(CALLBACK_S)
+
+        w_first = dist.all_reduce(first, async_op=True)
+        chained = w_first.get_future().then(slow_callback)
+        w_second = dist.all_reduce(second, async_op=True)  # queued: the first holds the group
+    dist.barrier(group=ctx.gloo)  # only now do the peers issue theirs
+    if ctx.rank == 0:
+        assert in_callback.wait(timeout=30)
+        start = time.monotonic()
+        try:
+            w_second.wait(timeout=datetime.timedelta(seconds=WAIT_S))
+            out["timed_wait"] = "returned"
+        except RuntimeError as e:
+            out["timed_wait"] = str(e)
+        out["timed_wait_took"] = time.monotonic() - start
+        w_second.wait()
+        chained.wait()
+    else:
+        w_first = dist.all_reduce(first, async_op=True)
+        w_second = dist.all_reduce(second, async_op=True)
+        w_first.wait()
+        w_second.wait()
+    out["threads"] = [e["thread"] for e in torch_ring_backend.flight_recorder()[-2:]]
+    out["first"], out["second"] = first, second
+    return out
+
+
+WAIT_S = 0.3
+
+
+@pytest.mark.parametrize("world", [2])
+def test_a_wait_with_its_own_timeout_does_not_run_the_call(pool, world):
+    total = world * (world + 1) / 2
+    for rank, r in enumerate(pool.run(timed_wait_while_the_worker_is_busy)):
+        assert torch.equal(r["first"], torch.full((INLINE_BYTES // 4 + 1,), total)), f"rank {rank}"
+        assert torch.equal(r["second"], torch.full((16,), 10 * total)), f"rank {rank}"
+        if rank == 0:
+            assert "timed out" in r["timed_wait"], r
+            # Its own timeout, not the worker's callback (CALLBACK_S) nor the group's.
+            assert WAIT_S <= r["timed_wait_took"] < CALLBACK_S / 2, r
+            assert r["threads"][0] == "worker" and r["threads"][1] in QUEUED, r["threads"]
+
+
 def callback_waits_for_the_next_call(ctx):
     """Rank 0 waits, inside a callback on one call's Future, for the call queued behind it.
     The callback runs on the worker as the first call completes, so the worker cannot take
