@@ -5,7 +5,9 @@ output and one after the MLP of every layer, on each all_reduce in turn, in the 
     python scripts/tp_decode_bench.py                       # world 2, bfloat16, batch 1,2,4,8
     python scripts/tp_decode_bench.py --batches 1,8 --layers 8 --load cores --json out.json
 
-The all_reduces (`--backends`): ring (the default group), gloo (a group beside it), deepspeed
+The all_reduces (`--backends`): ring (the default group), ring_inference (the same group through
+torch_ring_backend.inference_all_reduce: no torch.distributed wrapper, no Work), gloo (a group
+beside it), deepspeed
 (DeepSpeed's shared-memory op, `deepspeed.comm.inference_all_reduce`'s path, as
 torch-ring-bench --reference deepspeed loads it), and none: the same steps with no all_reduce
 at all (wrong results, the compute alone: what each backend adds is its time minus this one's).
@@ -113,6 +115,10 @@ def _all_reduces(backends, rank, world):
     for name in backends:
         if name == "ring":
             calls[name] = lambda t: dist.all_reduce(t)
+        elif name == "ring_inference":
+            import torch_ring_backend
+
+            calls[name] = torch_ring_backend.inference_all_reduce
         elif name == "gloo":
             group = dist.new_group(backend="gloo")
             calls[name] = lambda t, g=group: dist.all_reduce(t, group=g)
@@ -216,7 +222,7 @@ def _check(cfg, finals, world):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nproc", type=int, default=2)
-    p.add_argument("--backends", default="ring,gloo,deepspeed,none")
+    p.add_argument("--backends", default="ring,ring_inference,gloo,deepspeed,none")
     p.add_argument("--batches", default="1,2,4,8")
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--hidden", type=int, default=2048)
@@ -262,14 +268,16 @@ def main(argv=None):
           f"{cfg.layers} layers of hidden {cfg.hidden} (heads {cfg.heads}, kv heads "
           f"{cfg.kv_heads}, MLP {cfg.mlp}), context {cfg.context}, {cfg.steps} steps, median of "
           f"{cfg.rounds} rounds, load {cfg.load}; tokens/s")
-    both = {"ring", "deepspeed"} <= set(cfg.backends)
+    # Ring's columns over DeepSpeed's, where both ran: tokens/s, so above 1 is faster.
+    ratios = [r for r in ("ring", "ring_inference") if "deepspeed" in cfg.backends
+              and r in cfg.backends]
     print(f"{'batch':>5} " + " ".join(f"{b:>10}" for b in cfg.backends)
-          + ("  ring/deepspeed" if both else ""))
+          + "".join(f"  {r}/deepspeed" for r in ratios))
     for batch in cfg.batches:
         rate = {b: result[b][batch]["tokens_per_s"] for b in cfg.backends}
         line = f"{batch:>5} " + " ".join(f"{rate[b]:>10.1f}" for b in cfg.backends)
-        if both:
-            line += f"  {rate['ring'] / rate['deepspeed']:>14.2f}x"
+        for r in ratios:
+            line += f"  {rate[r] / rate['deepspeed']:>{len(r) + 9}.2f}x"
         print(line)
     failed = [name for name, ok in checks.items() if not ok]
     print(f"# checks: {len(checks) - len(failed)} of {len(checks)} pass"

@@ -67,6 +67,10 @@ PYBIND11_MODULE(_C, m) {
       .def("perform_nocolor_split", [](ring::RingBackend&, const at::Device&) {},
            py::arg("device"))
       .def_property_readonly("group_name", &ring::RingBackend::groupName)
+      // torch_ring_backend.inference_all_reduce. The GIL is released: the call may wait for
+      // its peers.
+      .def("_all_reduce_now", &ring::RingBackend::allReduceNow, py::arg("tensor"), py::arg("op"),
+           py::call_guard<py::gil_scoped_release>())
       // What torch.distributed._time_estimator calls on a backend that supports it.
       .def("_start_time_estimate", &ring::RingBackend::startTimeEstimate)
       .def("_end_time_estimate", &ring::RingBackend::endTimeEstimate)

@@ -176,6 +176,24 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allreduce(std::vector<at::Tensor>& t
                  CollectiveArgs::allReduce(t.numel(), d, op, factor)});
 }
 
+void RingBackend::allReduceNow(at::Tensor& tensor, const c10d::ReduceOp& op) {
+  CheckScope s{"inference_all_reduce", rank_, size_};
+  if (!tensor.defined() || !tensor.device().is_cpu()) {
+    failUsage(s, strCat("expected a CPU tensor, got ",
+                        tensor.defined() ? tensor.device().str() : std::string("an undefined one"),
+                        " (for other devices: torch.distributed.all_reduce)"));
+  }
+  // A call held for a coalescing block runs at its end: waiting for it here would never return.
+  if (coalescer_.active()) {
+    failUsage(s, "called inside a coalescing block (torch.distributed._coalescing_manager): "
+                 "its calls run at the end of the block; use torch.distributed.all_reduce");
+  }
+  std::vector<at::Tensor> one{tensor};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = op;
+  allreduce(one, opts)->wait();
+}
+
 c10::intrusive_ptr<c10d::Work> RingBackend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   CheckScope s{"all_reduce_coalesced", rank_, size_};

@@ -57,6 +57,12 @@ class RingBackend : public c10d::Backend {
                                            const c10d::AllreduceOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
       std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  // torch_ring_backend.inference_all_reduce: the all_reduce of one CPU tensor in place, as
+  // allreduce() runs it (the same checks, sequence, plan and flight recorder entry), returning
+  // once it is complete. Why: called from Python without torch.distributed's wrapper and
+  // dispatch, which cost a small call more than the collective itself (docs/latency_cpu.md);
+  // what DeepSpeed's inference_all_reduce offers tensor-parallel inference.
+  void allReduceNow(at::Tensor& tensor, const c10d::ReduceOp& op);
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
                                         const c10d::ReduceOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,

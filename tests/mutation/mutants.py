@@ -644,6 +644,23 @@ MUTANTS = [
            why="gather_single, described as data, names rank 0 its root whatever dst the user "
                "passed: rank 0 gathers into an output it was never given, the root's stays "
                "unwritten"),
+    # torch_ring_backend.inference_all_reduce (RingBackend::allReduceNow).
+    Mutant("inference_returns_before_done", "csrc/backend/ring_backend.cc",
+           "  allreduce(one, opts)->wait();", "  allreduce(one, opts);", "py",
+           "tests/python/test_inference_all_reduce.py -x -q -k results", timeout=600,
+           why="inference_all_reduce returns as soon as its call is queued: a call handed to "
+               "the worker is not done when the caller reads the tensor"),
+    Mutant("inference_serves_the_first_group", "torch_ring_backend/__init__.py",
+           "    if served is not pg:", "    if served is None:", "py",
+           "tests/python/test_inference_all_reduce.py -x -q -k results", timeout=600,
+           why="inference_all_reduce keeps the backend of the first group it served: a call on "
+               "a subgroup runs on the whole world"),
+    Mutant("inference_in_a_coalescing_block", "csrc/backend/ring_backend.cc",
+           "  if (coalescer_.active()) {\n    failUsage(s, \"called inside a coalescing block",
+           "  if (false) {\n    failUsage(s, \"called inside a coalescing block", "py",
+           "tests/python/test_inference_all_reduce.py -x -q -k refused", timeout=600,
+           why="inference_all_reduce inside a coalescing block waits for a call that runs only "
+               "at the block's end: it never returns"),
     Mutant("timed_wait_runs_the_call", "csrc/backend/work_queue.cc",
            "  if (timeout != ::kNoTimeout) return;", "", "py",
            "tests/python/test_caller_thread.py -x -q -k own_timeout", timeout=300,

@@ -88,9 +88,9 @@ def _deepspeed_bfloat16_refusal():
 
 
 def test_a_small_run_passes_its_checks(tmp_path):
-    backends = ["ring", "gloo", "none"]
+    backends = ["ring", "ring_inference", "gloo", "none"]
     if _deepspeed_bfloat16_refusal() == "":
-        backends.insert(2, "deepspeed")
+        backends.insert(3, "deepspeed")
     out = tmp_path / "tp.json"
     r = subprocess.run([sys.executable, SCRIPT, *SMALL, "--steps", "3", "--warmup", "1",
                         "--rounds", "1", "--batches", "1,3", "--backends", ",".join(backends),

@@ -20,6 +20,7 @@ from .measure import (Measurement, _measure_sweep, iterations_for, measure_copy_
                       sweep_sizes, warm_up)
 from .deepspeed_reference import DeepSpeedShm
 from .deepspeed_reference import build as build_deepspeed
+from .ring_inference_reference import RingInference
 from .mpi_reference import run_mpi_sweep
 from .options import PROG, BadInput, _under_torchrun, parse_config
 from .report import Table, _meta, _row, add_reference, print_table, write_outputs
@@ -73,6 +74,8 @@ def _reference_group(ref, rank, world):
     process group: deepspeed_reference.py)."""
     if ref == "deepspeed":
         return DeepSpeedShm(rank, world)
+    if ref == "ring_inference":
+        return RingInference(rank, world)
     return dist.new_group(backend=ref, timeout=GROUP_TIMEOUT)
 
 

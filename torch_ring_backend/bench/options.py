@@ -24,7 +24,9 @@ DESCRIPTION = ('nccl-tests-style benchmark: the "ring" backend and the reference
 # gloo, nccl and fake are torch process groups beside ring's in the same ranks; mpi is Open MPI
 # (or any MPI) through mpi4py, in ranks of its own that mpirun starts after ring's sweep;
 # deepspeed is DeepSpeed's shared-memory all_reduce op, in ring's ranks (deepspeed_reference.py).
-REFERENCE_CHOICES = ("auto", "gloo", "nccl", "mpi", "deepspeed", "fake", "none")
+# ring_inference is ring's own all_reduce without torch's c10d layer (ring_inference_reference.py).
+REFERENCE_CHOICES = ("auto", "gloo", "nccl", "mpi", "deepspeed", "ring_inference", "fake",
+                     "none")
 
 # Large messages are bandwidth-bound and steady, so a few calls measure them well; capping the
 # bytes moved per measurement keeps a sweep to 64 MiB under a minute even on gloo.
@@ -155,7 +157,9 @@ def _build_parser():
                    help="backends to compare with, comma-separated: gloo, nccl, mpi (Open MPI "
                         "through mpi4py, in ranks that mpirun starts after ring's sweep; CPU, "
                         "local ranks only), deepspeed (DeepSpeed's shared-memory all_reduce "
-                        "op, CPU, ranks of one host; pip install deepspeed), fake (torch's "
+                        "op, CPU, ranks of one host; pip install deepspeed), ring_inference (ring's "
+                        "all_reduce through torch_ring_backend.inference_all_reduce, without "
+                        "torch.distributed's wrapper and Work; CPU), fake (torch's "
                         "do-nothing process group: torch's own cost per call), none (default "
                         "auto: gloo on cpu, nccl on cuda)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
@@ -209,6 +213,9 @@ def _resolve_reference(name, device):
         _check_mpi(device)
     if name == "deepspeed":
         _check_deepspeed(device)
+    if name == "ring_inference" and device != "cpu":
+        raise BadInput("--reference ring_inference measures torch_ring_backend."
+                       "inference_all_reduce: CPU tensors only")
     if name == "fake" and importlib.util.find_spec("torch.testing._internal.distributed.fake_pg") is None:
         raise BadInput("--reference fake needs torch.testing._internal.distributed.fake_pg, "
                        "which this torch build lacks")
