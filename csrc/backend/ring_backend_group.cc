@@ -412,7 +412,7 @@ StragglerReport RingBackend::stragglerReport(double thresholdMs) const {
   StragglerReport report;
   {
     std::lock_guard<std::mutex> lock(commMutex_);
-    if (comm_) report = comm_->stragglers().report(thresholdMs);
+    if (comm_) report = comm_->stragglerReport(thresholdMs);
   }
   // The first failure: what every later call of the broken group only repeats.
   for (const FlightEntry& e : recorder_.snapshot()) {

@@ -1,7 +1,7 @@
 // The Communicator as a group: its set-up (links, layout, plan settings; the choices made once
-// for the group are in group_setup.cc), its health and abort, and the context each call waits
-// in. Its collectives are in reducing_collectives.cc and moving_collectives.cc; what a call
-// does at issue in communicator_issue.cc.
+// for the group are in group_setup.cc), its health and abort. Its collectives are in
+// reducing_collectives.cc and moving_collectives.cc, the guard and wait context each runs in
+// in communicator_calls.h; what a call does at issue in communicator_issue.cc.
 #include "executor/communicator.h"
 
 #include <unistd.h>
@@ -97,29 +97,6 @@ void Communicator::checkHealth() { transport_->checkHealth(-1); }
 void Communicator::abort(const std::string& reason) {
   transport_->markBroken(strCat("rank ", rank_, " aborted the group: ", reason));
   transport_->abortLocal(reason);
-}
-
-WaitContext Communicator::waitContext(const Fingerprint& fp, const CallInfo& c) {
-  WaitContext ctx;
-  ctx.start = Clock::now();
-  ctx.timeout = c.timeout;
-  ctx.deadline = ctx.start + c.timeout;
-  ctx.spinMicros = spinMicros_;
-  ctx.yieldWhileSpinning = !ownCore_;
-  // By reference: the context lives only inside guarded(), whose caller holds `fp`; two
-  // pointers fit std::function's inline buffer, so a call allocates nothing for its message.
-  ctx.describe = [this, &fp] {
-    return strCat(describe(fp), " on rank ", rank_, " of ", size_, " in group '", groupName_, "'");
-  };
-  Transport* t = transport_.get();
-  // A rank that waits here on a peer that has gone on into a mailbox round (it ran this call
-  // otherwise) would wait for a message that never comes, and so would the peer: the peer's
-  // posted head tells (Mailbox::checkPeerNotAhead), and both ranks fail naming both calls.
-  ctx.checkHealth = [t, &fp](int peer) {
-    t->checkHealth(peer);
-    if (Mailbox* box = t->mailbox()) box->checkPeerNotAhead(peer, fp);
-  };
-  return ctx;
 }
 
 void Communicator::releaseLargeStaging() {

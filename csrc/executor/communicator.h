@@ -124,12 +124,16 @@ class Communicator {
   bool post(PreparedCall& p, const void* input, void* output);
 
   // This rank has issued `count` collectives of the group: told to the peers where the
-  // transport can (Transport::announces), with the time; then the issue times of the earlier
-  // collectives that every rank has issued go into stragglers().
+  // transport can (Transport::announces), with the time; the issue times of the earlier
+  // collectives that every rank has issued go into the straggler statistics (in batches:
+  // IssueTimes).
   void announceIssued(uint64_t count);
-  // Who the others waited for, over the group's last collectives (shared memory groups: the
-  // ranks of one host share a clock; elsewhere it stays empty).
-  const StragglerStats& stragglers() const { return issues_.stats(); }
+  // Who the others waited for, over the group's last collectives, up to the last that every
+  // rank has issued (shared memory groups: the ranks of one host share a clock; elsewhere it
+  // stays empty). Any thread.
+  StragglerReport stragglerReport(double thresholdMs) {
+    return issues_.report(*transport_, thresholdMs);
+  }
   // Whether every rank has issued `count` collectives, waiting up to `patience` for it (a busy
   // poll). Always false where the transport cannot tell. Where this rank has posted the last of
   // them ahead (`posted`: post), it looks for the peers' posts of that round first.
@@ -166,7 +170,7 @@ class Communicator {
   // Throws if the group is already broken or aborted (cheap; called before each collective).
   void checkHealth();
   // Builds the WaitContext of one call ("all_reduce of ... on rank r of group g"). It refers to
-  // `fp`, which must outlive it.
+  // `fp`, which must outlive it. Inline in communicator_calls.h, beside guarded(), its caller.
   WaitContext waitContext(const Fingerprint& fp, const CallInfo& c);
 
  private:

@@ -1,6 +1,7 @@
 // What every collective of the Communicator runs on (private to executor/: the collectives'
 // files reducing_collectives.cc and moving_collectives.cc): its plan (prepared at issue, or
-// now), the guard each call runs inside, and the buffers and slices its plans take.
+// now), the guard each call runs inside with the context its waits take, and the buffers and
+// slices its plans take.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,29 @@
 #include "reduce/reduce_table.h"
 
 namespace ring {
+
+inline WaitContext Communicator::waitContext(const Fingerprint& fp, const CallInfo& c) {
+  WaitContext ctx;
+  ctx.start = Clock::now();
+  ctx.timeout = c.timeout;
+  ctx.deadline = ctx.start + c.timeout;
+  ctx.spinMicros = spinMicros_;
+  ctx.yieldWhileSpinning = !ownCore_;
+  // By reference: the context lives only inside guarded(), whose caller holds `fp`; two
+  // pointers fit std::function's inline buffer, so a call allocates nothing for its message.
+  ctx.describe = [this, &fp] {
+    return strCat(describe(fp), " on rank ", rank_, " of ", size_, " in group '", groupName_, "'");
+  };
+  Transport* t = transport_.get();
+  // A rank that waits here on a peer that has gone on into a mailbox round (it ran this call
+  // otherwise) would wait for a message that never comes, and so would the peer: the peer's
+  // posted head tells (Mailbox::checkPeerNotAhead), and both ranks fail naming both calls.
+  ctx.checkHealth = [t, &fp](int peer) {
+    t->checkHealth(peer);
+    if (Mailbox* box = t->mailbox()) box->checkPeerNotAhead(peer, fp);
+  };
+  return ctx;
+}
 
 // Runs one collective; a communication failure breaks the group for every rank (the state of
 // the FIFOs is no longer in step), a usage error leaves it usable.

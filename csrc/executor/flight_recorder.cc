@@ -10,7 +10,7 @@ FlightRecorder::FlightRecorder(size_t capacity)
 void FlightRecorder::setCapacity(size_t capacity) {
   std::lock_guard<std::mutex> lock(mutex_);
   // The newest `capacity` entries, oldest first, from index 0.
-  std::vector<std::pair<uint64_t, FlightEntry>> kept;
+  std::vector<Kept> kept;
   const size_t n = entries_.size();
   for (size_t i = n > capacity ? n - capacity : 0; i < n; ++i) kept.push_back(std::move(at(i)));
   entries_ = std::move(kept);
@@ -61,18 +61,18 @@ std::string CallDetail::str() const {
   return out;
 }
 
-uint64_t FlightRecorder::recordQueued(uint64_t seq, const std::string& collective,
+uint64_t FlightRecorder::recordQueued(uint64_t seq, std::string_view collective,
                                       const std::string& detail) {
   return record(seq, collective, nullptr, &detail, nullptr, nullptr, 0);
 }
 
-uint64_t FlightRecorder::recordQueued(uint64_t seq, const std::string& collective,
+uint64_t FlightRecorder::recordQueued(uint64_t seq, std::string_view collective,
                                       const CallDetail& detail, FillShapes fillShapes,
                                       const void* context, int64_t timeoutMs) {
   return record(seq, collective, &detail, nullptr, fillShapes, context, timeoutMs);
 }
 
-uint64_t FlightRecorder::record(uint64_t seq, const std::string& collective,
+uint64_t FlightRecorder::record(uint64_t seq, std::string_view collective,
                                 const CallDetail* parts, const std::string* words,
                                 FillShapes fillShapes, const void* context, int64_t timeoutMs) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -81,22 +81,27 @@ uint64_t FlightRecorder::record(uint64_t seq, const std::string& collective,
   // vectors keep their capacity, so a steady stream of calls records without allocating (a
   // small collective costs a few us, and making and freeing an entry's dozen members per call
   // was a measurable part of it: issue 26, docs/call_instructions.md).
-  std::pair<uint64_t, FlightEntry>* slot;
+  Kept* slot;
   if (entries_.size() < capacity_) {
     slot = &entries_.emplace_back();
   } else {
     slot = &entries_[oldest_];
     oldest_ = (oldest_ + 1) % entries_.size();
   }
-  slot->first = nextId_;
-  FlightEntry& e = slot->second;
+  slot->id = nextId_;
+  FlightEntry& e = slot->entry;
   e.seq = seq;
-  e.collective = collective;
+  // A program calls the same few collectives over and over: the name is usually the one there.
+  if (e.collective != collective) e.collective.assign(collective);
   if (parts != nullptr) {
-    e.detail.clear();
-    parts->appendTo(e.detail);
+    slot->detail = *parts;
   } else {
-    e.detail = *words;
+    // Words as they are; the parts' fields reset in place (the text keeps its capacity).
+    CallDetail& d = slot->detail;
+    d.count = -1;
+    d.dtype = d.op = d.note = nullptr;
+    d.root = -1;
+    d.text = *words;
   }
   e.state = "queued";
   e.thread = std::string_view();
@@ -122,7 +127,7 @@ uint64_t FlightRecorder::record(uint64_t seq, const std::string& collective,
 
 FlightEntry* FlightRecorder::find(uint64_t id) {
   for (size_t i = entries_.size(); i-- > 0;) {  // newest first: the one asked for is recent
-    if (at(i).first == id) return &at(i).second;
+    if (at(i).id == id) return &at(i).entry;
   }
   return nullptr;  // already evicted: nothing to update
 }
@@ -152,7 +157,10 @@ std::vector<FlightEntry> FlightRecorder::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<FlightEntry> out;
   out.reserve(entries_.size());
-  for (size_t i = 0; i < entries_.size(); ++i) out.push_back(at(i).second);
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    out.push_back(at(i).entry);
+    at(i).detail.appendTo(out.back().detail);
+  }
   return out;
 }
 

@@ -20,10 +20,11 @@ struct FlightShapes {
 };
 
 // What an entry says of its call ("1000 x float32, op SUM"), kept as parts and written out only
-// into the entry, whose string keeps its capacity from one call to the next.
+// when the recorder is read (snapshot, dump).
 // Why parts and not the string: a small collective's detail is longer than a std::string holds
 // inline, so building it at issue cost an allocation and a few hundred instructions per call
-// (issue 26), for a text that is read only when the recorder is dumped.
+// (issue 26), and writing it into the reused entry still about 180 (issue 48), for a text that
+// is read only when the recorder is dumped.
 struct CallDetail {
   CallDetail() = default;
   // Any other words, as they are (not explicit: a call site may pass strCat(...) itself).
@@ -70,10 +71,12 @@ class FlightRecorder {
   using FillShapes = void (*)(const void* context, FlightShapes& shapes);
   // Returns an id used by the updates below. fillShapes(context, shapes), when given, fills the
   // entry's shapes in place (called only while the recorder keeps entries).
-  uint64_t recordQueued(uint64_t seq, const std::string& collective, const CallDetail& detail,
+  // `collective`: its name ("all_reduce"), copied only where it differs from the name of the
+  // call whose entry is reused.
+  uint64_t recordQueued(uint64_t seq, std::string_view collective, const CallDetail& detail,
                         FillShapes fillShapes = nullptr, const void* context = nullptr,
                         int64_t timeoutMs = 0);
-  uint64_t recordQueued(uint64_t seq, const std::string& collective, const std::string& detail);
+  uint64_t recordQueued(uint64_t seq, std::string_view collective, const std::string& detail);
   // Whether it keeps anything (TORCH_FR_BUFFER_SIZE=0 turns it off): callers skip gathering
   // what it would drop.
   bool enabled() const;
@@ -87,31 +90,39 @@ class FlightRecorder {
   void markEnded(uint64_t id, const std::string& error,
                  std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now(),
                  const char* plan = nullptr);
+  // The entries, oldest first, each with its detail written out.
   std::vector<FlightEntry> snapshot() const;
   // One line per entry, oldest first.
   std::string dump() const;
 
  private:
   // recordQueued's one body: the detail from its parts, or (parts null) the words as given.
-  uint64_t record(uint64_t seq, const std::string& collective, const CallDetail* parts,
+  uint64_t record(uint64_t seq, std::string_view collective, const CallDetail* parts,
                   const std::string* words, FillShapes fillShapes, const void* context,
                   int64_t timeoutMs);
+  // One kept call: its id, its entry (whose `detail` stays empty here) and the detail's parts,
+  // written into a copy of the entry when the recorder is read.
+  struct Kept {
+    uint64_t id = 0;
+    FlightEntry entry;
+    CallDetail detail;
+  };
   FlightEntry* find(uint64_t id);
   double msSinceOrigin(std::chrono::steady_clock::time_point t) const;
   // The i-th entry from the oldest (i < entries_.size()).
-  std::pair<uint64_t, FlightEntry>& at(size_t i) {
+  Kept& at(size_t i) {
     return entries_[(oldest_ + i) % entries_.size()];
   }
-  const std::pair<uint64_t, FlightEntry>& at(size_t i) const {
+  const Kept& at(size_t i) const {
     return entries_[(oldest_ + i) % entries_.size()];
   }
   size_t capacity_;
   // capacity_ > 0, readable without the mutex: enabled() is asked on every call.
   std::atomic<bool> on_{false};
   mutable std::mutex mutex_;
-  // A ring of up to capacity_ (id, entry) pairs; once full, the oldest (at oldest_) is the one
-  // the next call overwrites.
-  std::vector<std::pair<uint64_t, FlightEntry>> entries_;
+  // A ring of up to capacity_ kept calls; once full, the oldest (at oldest_) is the one the
+  // next call overwrites.
+  std::vector<Kept> entries_;
   size_t oldest_ = 0;
   uint64_t nextId_ = 0;
   std::chrono::steady_clock::time_point origin_;

@@ -30,16 +30,16 @@ void Communicator::allReduce(void* data, int64_t count, DType t, RedOp op, doubl
       if (op == RedOp::Avg) divideFn(t)(data, 1, count);
       return;
     }
-    char* bytes = static_cast<char*>(data);
+    char* inPlace = static_cast<char*>(data);
     if (p.box != nullptr) {
       // One round through the mailboxes; where it was posted ahead, the peers' parts remain.
       MailboxRound links(*p.box, rank_, size_, p.posted);
-      directAllReduce(links, bytes, count, buffers(data, data, t, op, size_), fp, ctx);
+      directAllReduce(links, inPlace, count, buffers(data, data, t, op, size_), fp, ctx);
       return;
     }
     if (fp.algorithm == Algorithm::Direct) {
       FifoRound links(*transport_, DirectMembers{nullptr, size_, rank_});
-      directAllReduce(links, bytes, count, buffers(data, data, t, op, size_), fp, ctx);
+      directAllReduce(links, inPlace, count, buffers(data, data, t, op, size_), fp, ctx);
       return;
     }
     if (fp.algorithm == Algorithm::HierRing || fp.algorithm == Algorithm::HierRd ||

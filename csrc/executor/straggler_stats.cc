@@ -99,23 +99,31 @@ std::string StragglerReport::lateness() const {
   return out;
 }
 
-void IssueTimes::collect(Transport& t, uint64_t count) {
+void IssueTimes::read(Transport& t, uint64_t count) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  uint64_t next = next_.load(std::memory_order_relaxed);
   // The transport keeps 64 issue times per rank: stay well inside them (a collective whose
   // entry was overwritten would never be read), skipping what fell behind.
   constexpr uint64_t kBehind = 32;
-  if (count > kBehind && next_ + kBehind < count) next_ = count - kBehind;
-  // In order, as far as every rank has issued (usually the previous collective: one read of
-  // each rank's entry per call).
-  while (next_ < count && t.issueTimes(next_, &scratch_)) {
+  if (count > kBehind && next + kBehind < count) next = count - kBehind;
+  // In order, as far as every rank has issued (usually all but the last few of the batch).
+  while (next < count && t.issueTimes(next, &scratch_)) {
     stats_.add(scratch_);
-    ++next_;
+    ++next;
   }
+  next_.store(next, std::memory_order_relaxed);
   const int every = env().stragglerLogSeconds;
   if (every > 0 && rank_ == 0 &&
       std::chrono::steady_clock::now() - lastLog_ >= std::chrono::seconds(every)) {
     lastLog_ = std::chrono::steady_clock::now();
     RING_LOG(kLogInfo, "stragglers: ", stats_.report(1.0).describe());
   }
+}
+
+StragglerReport IssueTimes::report(Transport& t, double thresholdMs) {
+  uint64_t issued = 0;
+  if (t.issuedBy(rank_, &issued)) read(t, issued);
+  return stats_.report(thresholdMs);
 }
 
 }  // namespace ring

@@ -36,11 +36,10 @@ constexpr std::chrono::milliseconds kSleepSlice{20};
 
 }  // namespace
 
-void waitUntil(const std::atomic<uint64_t>& word, uint64_t target,
-               std::atomic<uint32_t>& sleepers, int peer, const char* what, int64_t detail,
-               const WaitContext& ctx, const char* causes, LinkCheck link) {
-  // acquire: payload written before the counter was published is visible after this load.
-  if (word.load(std::memory_order_acquire) >= target) return;
+void waitUntilNotYet(const std::atomic<uint64_t>& word, uint64_t target,
+                     std::atomic<uint32_t>& sleepers, int peer, const char* what,
+                     int64_t detail, const WaitContext& ctx, const char* causes,
+                     LinkCheck link) {
   if (ctx.spinMicros > 0) {
     // Bounded by time, not iterations: the cost of a pause instruction varies 10x between CPUs.
     const auto spinUntil = Clock::now() + std::chrono::microseconds(ctx.spinMicros);

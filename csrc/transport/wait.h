@@ -53,13 +53,24 @@ inline void cpuRelax() {
 #endif
 }
 
+// waitUntil's wait, once a first look found word < target (wait.cc: spin, sleep, health).
+void waitUntilNotYet(const std::atomic<uint64_t>& word, uint64_t target,
+                     std::atomic<uint32_t>& sleepers, int peer, const char* what,
+                     int64_t detail, const WaitContext& ctx, const char* causes, LinkCheck link);
+
 // Blocks until word >= target (64-bit monotonic counter). `sleepers` counts waiters that may be
 // asleep on the counter's low 32 bits; the publisher wakes them only when it is non-zero.
 // `what` describes the event ("rank 0 to send message 3"); `causes` lists what a timeout may
 // mean beyond the peer itself (the TCP links add the network). Throws TimeoutError or CommError.
-void waitUntil(const std::atomic<uint64_t>& word, uint64_t target,
-               std::atomic<uint32_t>& sleepers, int peer, const char* what, int64_t detail,
-               const WaitContext& ctx, const char* causes = nullptr, LinkCheck link = {});
+// The first look is inline: a small call's caller has usually seen the peers' messages arrive
+// already (the runner's question, allIssued), and a call costs more than the look.
+inline void waitUntil(const std::atomic<uint64_t>& word, uint64_t target,
+                      std::atomic<uint32_t>& sleepers, int peer, const char* what, int64_t detail,
+                      const WaitContext& ctx, const char* causes = nullptr, LinkCheck link = {}) {
+  // acquire: payload written before the counter was published is visible after this load.
+  if (word.load(std::memory_order_acquire) >= target) return;
+  waitUntilNotYet(word, target, sleepers, peer, what, detail, ctx, causes, link);
+}
 
 // Publishes a new counter value and wakes sleepers (if any).
 void publishCounter(std::atomic<uint64_t>& word, uint64_t value,

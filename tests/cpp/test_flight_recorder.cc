@@ -121,6 +121,20 @@ TEST(FlightRecorder, AnEntrysDetailReadsAsTheCallsWords) {
   r.recordQueued(0, "all_reduce", CallDetail::counted(123456789, "float64", "PREMUL_SUM", 12));
   r.recordQueued(1, "all_reduce", CallDetail::counted(2, "int8"));
   EXPECT_EQ(r.snapshot()[0].detail, "2 x int8");
+  // Words over an entry whose call had counted parts and a note: only the words. And the
+  // words are written out for each reading, the same every time.
+  FlightRecorder w(1);
+  w.recordQueued(0, "all_reduce", staged);
+  w.recordQueued(1, "all_to_all", "3 tensors of float32");
+  EXPECT_EQ(w.snapshot()[0].detail, "3 tensors of float32");
+  EXPECT_EQ(w.snapshot()[0].detail, "3 tensors of float32");
+  EXPECT_EQ(w.snapshot()[0].collective, "all_to_all");
+  EXPECT_NE(w.dump().find("seq 1 all_to_all 3 tensors of float32 queued"), std::string::npos)
+      << w.dump();
+  // And parts over words: the words are gone.
+  w.recordQueued(2, "all_reduce", CallDetail::counted(4, "float32", "SUM"));
+  EXPECT_EQ(w.snapshot()[0].detail, "4 x float32, op SUM");
+  EXPECT_EQ(w.snapshot()[0].collective, "all_reduce");
 }
 
 }  // namespace

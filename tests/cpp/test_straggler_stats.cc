@@ -77,14 +77,43 @@ TEST(StragglerStats, TheCommunicatorsSeeALateRank) {
       comm.allReduce(data.data(), static_cast<int64_t>(data.size()), DType::Float32, RedOp::Sum,
                      1.0, c);
     }
-    comm.announceIssued(13);  // collects the last one (every rank issued it)
-    reports[rank] = comm.stragglers().report(1.0);
+    // The report reads what the batches have not: every collective that every rank issued.
+    comm.announceIssued(13);
+    reports[rank] = comm.stragglerReport(1.0);
   });
   for (int r = 0; r < 3; ++r) {
     ASSERT_TRUE(outcomes[r].ok()) << outcomes[r].message();
     EXPECT_EQ(reports[r].stragglers, std::vector<int>{2}) << reports[r].describe();
     EXPECT_NEAR(reports[r].ranks[2].medianMs, 20.0, 5.0) << reports[r].describe();
     EXPECT_GE(reports[r].collectives, 11u) << reports[r].describe();
+  }
+}
+
+// The report covers the group's last collectives (the window), not only the last few that the
+// transport still keeps (64 per rank): the times are read along the way, not only when asked.
+TEST(StragglerStats, TheReportCoversMoreCollectivesThanTheTransportKeeps) {
+  using testing_support::MemoryStore;
+  using testing_support::runRanks;
+  MemoryStore store;
+  constexpr uint64_t kCalls = 200;
+  std::vector<StragglerReport> reports(3);
+  auto outcomes = runRanks(3, [&](int rank) {
+    Communicator comm(store, rank, 3, testing_support::smallSlotOptions());
+    std::vector<float> data(16, 1.0f);
+    for (uint64_t seq = 0; seq < kCalls; ++seq) {
+      comm.announceIssued(seq + 1);
+      CallInfo c{seq, std::chrono::milliseconds(10000)};
+      comm.allReduce(data.data(), static_cast<int64_t>(data.size()), DType::Float32, RedOp::Sum,
+                     1.0, c);
+    }
+    reports[rank] = comm.stragglerReport(1.0);
+  });
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(outcomes[r].ok()) << outcomes[r].message();
+    // Every collective up to the last that every rank had issued when this rank asked: at
+    // least kCalls - 1 (a rank finishes its last all_reduce only once every rank issued it).
+    EXPECT_GE(reports[r].collectives, kCalls - 1) << reports[r].describe();
+    EXPECT_LE(reports[r].collectives, kCalls) << reports[r].describe();
   }
 }
 

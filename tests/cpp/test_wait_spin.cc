@@ -17,6 +17,7 @@
 
 #include "comm_test_support.h"
 #include "common/cpu_binding.h"
+#include "executor/communicator_calls.h"
 #include "transport/wait.h"
 
 namespace {

@@ -182,7 +182,7 @@ MUTANTS = [
            "HostKernelFailures.TheSpinLimitFiresWithItsRecord",
            why="a kernel waits forever without its host (its test hangs: killed at 60 s)",
            binaries=("ring_host_kernel_tests",), timeout=60),
-    Mutant("deadline_too_late", "csrc/executor/communicator.cc",
+    Mutant("deadline_too_late", "csrc/executor/communicator_calls.h",
            "ctx.deadline = ctx.start + c.timeout;", "ctx.deadline = ctx.start + c.timeout * 3 / 2;",
            "py", "tests/python/test_faults.py -x -q -k timeout_names",
            why="collectives time out at 1.5x the timeout"),
@@ -273,6 +273,16 @@ MUTANTS = [
     Mutant("call_detail_drops_root_zero", "csrc/executor/flight_recorder.cc",
            "    if (root >= 0) {", "    if (root > 0) {", "cpp", "FlightRecorder.*",
            why="a rooted call's entry says nothing of root 0 (the words are written from parts)"),
+    Mutant("recorder_words_keep_counted_parts", "csrc/executor/flight_recorder.cc",
+           "    d.count = -1;\n", "", "cpp", "FlightRecorder.*",
+           why="an entry recorded with words over one that had counted parts reads as the old "
+               "call's count and dtype, then the words"),
+    Mutant("recorder_keeps_the_first_name", "csrc/executor/flight_recorder.cc",
+           "  if (e.collective != collective) e.collective.assign(collective);",
+           "  if (e.collective.empty()) e.collective.assign(collective);", "cpp",
+           "FlightRecorder.*",
+           why="a reused entry keeps the name of the first call it held: an all_to_all reads "
+               "as the all_reduce before it"),
     Mutant("log_scope_forgets_its_group", "csrc/common/logging.cc",
            "  c.scopedGroup = &group;\n}", "  (void)group;\n}", "py",
            "tests/python/test_knobs.py -x -q -k carry_time", timeout=300,
@@ -558,7 +568,7 @@ MUTANTS = [
            "cpp", "MailboxRounds.ManyRounds*", quick=True,
            why="one buffer instead of two: a rank posts its next round while a peer still "
                "reads the last"),
-    Mutant("mailbox_posted_else_unchecked", "csrc/executor/communicator.cc",
+    Mutant("mailbox_posted_else_unchecked", "csrc/executor/communicator_calls.h",
            "    if (Mailbox* box = t->mailbox()) box->checkPeerNotAhead(peer, fp);",
            "    (void)fp;", "cpp", "MailboxRounds.RanksThatDisagree*",
            why="a rank waiting on a FIFO does not look at its peer's mailbox: a peer in a round "
@@ -672,10 +682,16 @@ MUTANTS = [
            why="the runner never tells the peers a call was issued: no small call runs on its "
                "caller's thread"),
     Mutant("issue_times_never_collected", "csrc/executor/straggler_stats.cc",
-           "  while (next_ < count && t.issueTimes(next_, &scratch_)) {",
-           "  while (false && t.issueTimes(next_, &scratch_)) {", "cpp",
+           "  while (next < count && t.issueTimes(next, &scratch_)) {",
+           "  while (false && t.issueTimes(next, &scratch_)) {", "cpp",
            "StragglerStats.TheCommunicatorsSeeALateRank",
            why="the issue times are announced but never read: no rank is ever late"),
+    Mutant("issue_times_read_only_at_report", "csrc/executor/straggler_stats.h",
+           "    if (count >= next_.load(std::memory_order_relaxed) + kBatch) read(t, count);",
+           "    (void)t;\n    (void)count;", "cpp",
+           "StragglerStats.TheReportCoversMoreCollectivesThanTheTransportKeeps",
+           why="the issue times are read only when a report asks: it covers the last 32 "
+               "collectives, not the window"),
     # Issue 48: the plan of a call, chosen in one place and recorded; the knobs in one table.
     Mutant("plan_mailbox_never", "csrc/executor/plan_choice.h",
            "    p.mailboxRound = bytes <= s.mailboxBytes;", "    p.mailboxRound = false;", "py",

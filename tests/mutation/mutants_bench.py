@@ -46,7 +46,7 @@ SPIN_MUTANTS = [
            "        std::this_thread::yield();", "cpp", "WaitSpin.*", quick=True,
            why="a waiter with a core of its own yields it every 64 pauses: beside busy "
                "processes one of them keeps the core for a slice (1 MiB all_reduce 10-12 ms)"),
-    Mutant("group_waits_yield_beside_their_own_cores", "csrc/executor/communicator.cc",
+    Mutant("group_waits_yield_beside_their_own_cores", "csrc/executor/communicator_calls.h",
            "  ctx.yieldWhileSpinning = !ownCore_;", "  ctx.yieldWhileSpinning = true;", "cpp",
            "WaitSpin.*",
            why="the group's waits yield where every rank has a core"),
