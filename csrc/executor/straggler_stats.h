@@ -77,7 +77,7 @@ class Transport;
 // Why in batches of kBatch collectives, not after each: the times are read by every call of a
 // program that calls in a loop, and reading one collective's (a lock, the peers' entries, the
 // clock for the log) was about 300 instructions of a 4 KiB all_reduce's 22,500 on its caller's
-// thread (issue 48); a report reads what the batch has not (catchUp), so it is as fresh.
+// thread (issue 48); a report reads what the batch has not (report), so it is as fresh.
 // The transport keeps kIssueHistory (64) times per rank: a batch of 16 stays well inside them.
 class IssueTimes {
  public:
@@ -93,7 +93,6 @@ class IssueTimes {
   // Reads the times of every collective that every rank has issued so far (any thread; for a
   // report), then the report.
   StragglerReport report(Transport& t, double thresholdMs);
-  const StragglerStats& stats() const { return stats_; }
 
  private:
   // Reads the times of collectives next_ .. count-1, as far as every rank has issued them.
