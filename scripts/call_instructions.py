@@ -25,7 +25,7 @@ import tempfile
 import time
 
 
-def child(backend, flag, calls, rank=0, world=1, store_path=""):
+def child(backend, flag, calls, rank=0, world=1, store_path="", numel=1024, warmup=300):
     import torch
     import torch.distributed as dist
     import torch_ring_backend  # noqa: F401  (registers "ring")
@@ -37,11 +37,11 @@ def child(backend, flag, calls, rank=0, world=1, store_path=""):
     else:
         dist.init_process_group(backend, store=dist.FileStore(store_path, world), rank=rank,
                                 world_size=world)
-    tensors = [torch.ones(1024)]
+    tensors = [torch.ones(numel)]
     pg = dist.distributed_c10d._get_default_group()
     opts = dist.AllreduceOptions()
     opts.reduceOp = dist.ReduceOp.SUM
-    for _ in range(300):
+    for _ in range(warmup):
         pg.allreduce(tensors, opts).wait()
     if rank != 0:  # a peer, not counted: it runs the same calls at full speed
         for _ in range(calls):
@@ -70,7 +70,8 @@ def _wait_for(path, proc, what):
         time.sleep(0.05)
 
 
-def count(backend, calls, workdir, world=1):
+def count(backend, calls, workdir, world=1, numel=1024, warmup=300):
+    """Instructions per call of `backend`; the callgrind file stays in `workdir`."""
     flag = os.path.join(workdir, f"{backend}.flag")
     out = os.path.join(workdir, f"{backend}.callgrind")
     store = os.path.join(workdir, f"{backend}.store")
@@ -80,12 +81,13 @@ def count(backend, calls, workdir, world=1):
             os.remove(stale)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     me = [sys.executable, os.path.abspath(__file__), "--child", backend, flag, str(calls)]
-    peers = [subprocess.Popen(me + [str(r), str(world), store], env=env,
+    shape = [str(numel), str(warmup)]
+    peers = [subprocess.Popen(me + [str(r), str(world), store] + shape, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for r in range(1, world)]
     proc = subprocess.Popen(
         ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
-        + me + ["0", str(world), store],
+        + me + ["0", str(world), store] + shape,
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_for(flag, proc, "warm-up")
@@ -114,7 +116,7 @@ def count(backend, calls, workdir, world=1):
 def main(argv=None):
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--child":
         child(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]),
-              sys.argv[7])
+              sys.argv[7], int(sys.argv[8]), int(sys.argv[9]))
         return 0
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--calls", type=int, default=2000)

@@ -121,8 +121,6 @@ class AllOfWork : public c10d::Work {
 
 }  // namespace
 
-bool Coalescer::active() const { return open_.load(std::memory_order_acquire); }
-
 void Coalescer::begin(int rank) {
   std::lock_guard<std::mutex> lock(mutex_);
   TORCH_CHECK(!open_, "ring: startCoalescing on rank ", rank,

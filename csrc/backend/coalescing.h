@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "backend/host_call.h"
-#include "backend/ring_work.h"
+#include "backend/work_queue.h"
 
 namespace ring {
 
@@ -31,7 +31,8 @@ class Coalescer {
     std::vector<c10::intrusive_ptr<c10d::Work>> started;  // ran at once (kernels, p2p)
   };
 
-  bool active() const;
+  // Whether a block is open: asked by every call, so inline.
+  bool active() const { return open_.load(std::memory_order_acquire); }
   // Throws if a block is already open (torch opens one per group at a time).
   void begin(int rank);
   // While open: keeps `call` for the end of the block and returns its Work. That Work's wait()

@@ -37,8 +37,6 @@ std::tuple<int, int> globalRankLayout(const std::vector<uint64_t>& globalRanks, 
   return {start, static_cast<int>(stride)};
 }
 
-bool CommProfile::recording() { return at::hasCallbacks(); }
-
 std::unique_ptr<CommProfile> CommProfile::captureIfProfiling(
     const char* collective, uint64_t seq, const CommProfileGroup& group,
     const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,

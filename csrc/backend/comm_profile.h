@@ -14,6 +14,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/ThreadLocalState.h>
+#include <ATen/record_function.h>
 
 #include <cstdint>
 #include <functional>
@@ -38,8 +39,8 @@ class CommProfile {
  public:
   // Whether a profiler (any RecordFunction callback) records on this thread: asked before a
   // call gathers what captureIfProfiling needs (its group's names), which costs more than the
-  // whole check when nothing records.
-  static bool recording();
+  // whole check when nothing records. Inline: every call asks.
+  static bool recording() { return at::hasCallbacks(); }
   // Null unless a profiler is recording on this thread (recording()).
   static std::unique_ptr<CommProfile> captureIfProfiling(
       const char* collective, uint64_t seq, const CommProfileGroup& group,

@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "backend/ring_work.h"
+#include "backend/work_outcome.h"
 #include "common/errors.h"
 #include "common/logging.h"
 #include "transport/cuda_ipc/cuda_env.h"

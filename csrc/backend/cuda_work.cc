@@ -6,7 +6,7 @@
 
 #include <thread>
 
-#include "backend/ring_work.h"
+#include "backend/work_outcome.h"
 #include "common/errors.h"
 
 namespace ring {

@@ -21,7 +21,7 @@
 #include <memory>
 #include <vector>
 
-#include "backend/ring_work.h"
+#include "backend/work_outcome.h"
 #include "executor/cuda_task.h"
 
 namespace ring {

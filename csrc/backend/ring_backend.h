@@ -20,10 +20,9 @@
 #include <mutex>
 
 #include "backend/coalescing.h"
-#include "backend/completion_hooks.h"
+#include "backend/call_ends.h"
 #include "backend/host_call.h"
 #include "backend/ring_options.h"
-#include "backend/ring_work.h"
 #include "backend/torch_store.h"
 #include "backend/work_queue.h"
 #include "executor/communicator.h"
@@ -209,19 +208,26 @@ class RingBackend : public c10d::Backend {
   const std::string& groupName() const { return groupName_; }
 
  private:
-  std::chrono::milliseconds effectiveTimeout(std::chrono::milliseconds t) const;
+  // A call's timeout: its own if set, else the group's (setTimeout, or the constructor's).
+  std::chrono::milliseconds effectiveTimeout(std::chrono::milliseconds t) const {
+    return t == c10d::kUnsetTimeout || t.count() <= 0 ? std::chrono::milliseconds(timeoutMs_.load())
+                                                       : t;
+  }
   // Links this rank to the group's others through `store` (collective), and the queue that runs
   // calls over them: the constructor's set-up, and reconfigure()'s for a new membership.
   void connect(const c10::intrusive_ptr<c10d::Store>& store, std::chrono::milliseconds timeout);
   // Ends this membership's calls and closes its links (shutdown, reconfigure).
   void disconnect();
   // Refuses a call before the group has members (enable_reconfigure=True, no reconfigure yet).
-  void checkConnected(const CheckScope& s) const;
+  // Inline: every call asks, and the answer is almost always yes (refuseUnconnected says no).
+  void checkConnected(const CheckScope& s) const {
+    if (!queue_) refuseUnconnected(s);
+  }
+  [[noreturn]] void refuseUnconnected(const CheckScope& s) const;
   // A call made while estimating: its expected time added up, a completed Work returned.
   c10::intrusive_ptr<c10d::Work> estimated(const HostCall& call);
-  // After every call: the completion hook, and the kind of the last failure.
-  void finished(c10d::OpType type, uint64_t seq, std::chrono::steady_clock::time_point start,
-                std::chrono::steady_clock::time_point end, const std::exception_ptr& error);
+  // After a failed call (CallEnds): the flight recorder's dump, once per process.
+  void dumpAfterFailure();
   // The one dispatch of every host-ring call: CPU tensors to the worker, CUDA ones staged.
   c10::intrusive_ptr<c10d::Work> run(const CheckScope& s, HostCall call);
   // Announces a call to the peers as issued and hands it to the group's runner (work_queue.h).
@@ -248,7 +254,6 @@ class RingBackend : public c10d::Backend {
   std::string groupName_;
   c10::intrusive_ptr<c10d::Store> c10dStore_;  // the group's store as torch gave it (shrink)
   c10::intrusive_ptr<RingOptions> options_;
-  std::atomic<int> lastError_{0};  // c10d::ErrorType
   std::atomic<uint64_t> monitoredBarriers_{0};
   std::atomic<int> shrinks_{0};
   // Who this process is across reconfigurations: its global rank when the group was made.
@@ -265,11 +270,9 @@ class RingBackend : public c10d::Backend {
   std::atomic<bool> timeKernels_{false};
   std::mutex estimateMutex_;
   double estimatedSeconds_ = 0;
-  std::mutex hookMutex_;
-  // The registered completion hook's thread; set once (never unset) under hookMutex_, then
-  // published by hasHook_: finished() runs after every call and looks no further without one.
-  std::unique_ptr<CompletionHooks> hooks_;
-  std::atomic<bool> hasHook_{false};
+  // Where every call reports its end (getError, the dump after a failure, the completion hook).
+  // Declared before the runners that report to it (comm_, queue_, p2p_, cuda_), so it outlives them.
+  CallEnds ends_{[this] { dumpAfterFailure(); }};
   // Released by shutdown() (guarded by commMutex_ from then on: abort() may race with it).
   mutable std::mutex commMutex_;
   std::unique_ptr<Communicator> comm_;
@@ -291,8 +294,13 @@ class RingBackend : public c10d::Backend {
   // four kernel collectives; a tensor on another device than the group's is a usage error.
   // For a CUDA tensor, first what every CUDA collective does before it is issued
   // (beforeCudaCollective).
+  // Inline: every call asks, and for a CPU tensor the answer needs no call (cudaKernelPath).
   CudaCollectives* kernelPath(const CheckScope& s, const at::Tensor& t,
-                              std::chrono::milliseconds timeout);
+                              std::chrono::milliseconds timeout) {
+    return t.is_cuda() ? cudaKernelPath(s, t, timeout) : nullptr;
+  }
+  CudaCollectives* cudaKernelPath(const CheckScope& s, const at::Tensor& t,
+                                  std::chrono::milliseconds timeout);
   // Before a CUDA collective is issued (any path): refuses it under CUDA graph capture (its
   // host part could never be captured, nor its counters replayed), and waits until every
   // earlier staged collective of the group has queued its copies back, so that the new call's

@@ -38,7 +38,7 @@ void RingBackend::setUpCudaLocked(const CheckScope& s, const at::Device& device)
                                                      std::chrono::steady_clock::time_point start,
                                                      std::chrono::steady_clock::time_point end,
                                                      const std::exception_ptr& error) {
-                                                finished(type, seq, start, end, error);
+                                                ends_.finished(type, seq, start, end, error);
                                               });
     if (timeKernels_.load()) cuda_->timeKernels();
   } catch (const CommError& e) {
@@ -50,10 +50,10 @@ void RingBackend::setUpCudaLocked(const CheckScope& s, const at::Device& device)
   }
 }
 
-CudaCollectives* RingBackend::kernelPath(const CheckScope& s, const at::Tensor& t,
-                                         std::chrono::milliseconds timeout) {
+CudaCollectives* RingBackend::cudaKernelPath(const CheckScope& s, const at::Tensor& t,
+                                             std::chrono::milliseconds timeout) {
   // While estimating, run() prices the call: no kernel is launched.
-  if (!t.is_cuda() || estimating_.load(std::memory_order_relaxed)) return nullptr;
+  if (estimating_.load(std::memory_order_relaxed)) return nullptr;
   checkConnected(s);
   beforeCudaCollective(s, t.device(), timeout);
   std::lock_guard<std::mutex> lock(cudaMutex_);

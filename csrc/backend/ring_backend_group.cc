@@ -86,25 +86,18 @@ void RingBackend::connect(const c10::intrusive_ptr<c10d::Store>& store,
   } catch (const RingError& e) {
     TORCH_CHECK(false, e.what());
   }
-  queue_ = WorkQueue::make(
-      rank_, groupName_, *comm_, recorder_,
-      [this](c10d::OpType type, uint64_t seq, std::chrono::steady_clock::time_point start,
-             std::chrono::steady_clock::time_point end, const std::exception_ptr& error) {
-        finished(type, seq, start, end, error);
-      });
+  queue_ = WorkQueue::make(rank_, groupName_, *comm_, recorder_, ends_);
 }
 
-void RingBackend::checkConnected(const CheckScope& s) const {
-  if (!queue_ && !reconfigureFailure_.empty()) {
+void RingBackend::refuseUnconnected(const CheckScope& s) const {
+  if (!reconfigureFailure_.empty()) {
     failUsage(s, strCat("group '", groupName_, "' has no members: ", reconfigureFailure_,
                         "; call torch.distributed._reconfigure(uuid, handles) again, with a "
                         "fresh uuid, on every member"));
   }
-  if (!queue_) {
-    failUsage(s, strCat("group '", groupName_, "' was created with enable_reconfigure=True and "
-                        "has no members yet: call torch.distributed._reconfigure(uuid, handles) "
-                        "on every member first"));
-  }
+  failUsage(s, strCat("group '", groupName_, "' was created with enable_reconfigure=True and "
+                      "has no members yet: call torch.distributed._reconfigure(uuid, handles) "
+                      "on every member first"));
 }
 
 RingBackend::~RingBackend() {
@@ -184,11 +177,6 @@ void RingBackend::abort() {
   if (p2p_) p2p_->failAll(strCat("ring: rank ", rank_, " aborted the group"));
 }
 
-std::chrono::milliseconds RingBackend::effectiveTimeout(std::chrono::milliseconds t) const {
-  return t == c10d::kUnsetTimeout || t.count() <= 0 ? std::chrono::milliseconds(timeoutMs_.load())
-                                                     : t;
-}
-
 // ---- coalescing ---------------------------------------------------------------------------------
 
 c10::intrusive_ptr<c10d::Work> RingBackend::started(c10::intrusive_ptr<c10d::Work> work) {
@@ -237,39 +225,27 @@ void RingBackend::setTimeout(std::chrono::milliseconds timeout) {
   options_->timeout = timeout;
 }
 
-c10d::ErrorType RingBackend::getError() { return static_cast<c10d::ErrorType>(lastError_.load()); }
+c10d::ErrorType RingBackend::getError() { return ends_.lastError(); }
 
 c10::intrusive_ptr<c10d::Backend::Options> RingBackend::getBackendOptions() { return options_; }
 
 void RingBackend::registerOnCompletionHook(
     std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) {
-  std::lock_guard<std::mutex> lock(hookMutex_);
-  TORCH_CHECK(!hooks_, "ring: rank ", rank_, ": a completion hook is already registered "
-              "on group '", groupName_, "' (one per group, as in ProcessGroupNCCL)");
   // One hook, two holders, no copy of it (a Python hook's copy would touch its reference count
   // without the GIL): c10d::Backend's own member, which its hasHooks() reads (torch's
   // destroy_process_group waits for pending works only if it says yes), and our thread.
   auto shared = std::make_shared<std::function<void(std::shared_ptr<c10d::WorkInfo>)>>(
       std::move(hook));
   auto call = [shared](std::shared_ptr<c10d::WorkInfo> info) { (*shared)(std::move(info)); };
+  TORCH_CHECK(ends_.setHook(call, rank_, groupName_), "ring: rank ", rank_,
+              ": a completion hook is already registered on group '", groupName_,
+              "' (one per group, as in ProcessGroupNCCL)");
   onCompletionHook_ = call;
-  hooks_ = std::make_unique<CompletionHooks>(call, rank_, groupName_);
-  hasHook_.store(true, std::memory_order_release);
 }
 
-void RingBackend::finished(c10d::OpType type, uint64_t seq,
-                           std::chrono::steady_clock::time_point start,
-                           std::chrono::steady_clock::time_point end,
-                           const std::exception_ptr& error) {
-  if (error) {
-    lastError_.store(static_cast<int>(errorTypeOf(error)));
-    const std::vector<int64_t> ranks = globalRanks();
-    dumpAfterFailureOnce(static_cast<int>(ranks[static_cast<size_t>(rank_)]));
-  }
-  // Never the hook itself here: this is the thread that ran the call (or the CUDA watchdog).
-  if (!hasHook_.load(std::memory_order_acquire)) return;
-  hooks_->post(std::make_shared<c10d::WorkInfo>(type, seq, start, end,
-                                                std::chrono::duration<float>(end - start)));
+void RingBackend::dumpAfterFailure() {
+  const std::vector<int64_t> ranks = globalRanks();
+  dumpAfterFailureOnce(static_cast<int>(ranks[static_cast<size_t>(rank_)]));
 }
 
 void RingBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
@@ -325,7 +301,7 @@ void RingBackend::waitForPendingWorks() {
     if (p2p_) p2p_->waitIdle();
   }
   // Last: every call above has posted its hook call by now.
-  if (hasHook_.load(std::memory_order_acquire)) hooks_->waitIdle();
+  ends_.waitForHooks();
 }
 
 void RingBackend::eagerConnectSingleDevice(at::Device device) {

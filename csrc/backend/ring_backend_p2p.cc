@@ -81,7 +81,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::pointToPoint(bool isSend, at::Tensor
   // The lambda holds the tensor so its storage outlives the transfer.
   const auto posted = std::chrono::steady_clock::now();
   op.done = [this, work, data, type, posted](std::exception_ptr error, int source) {
-    finished(type, 0, posted, std::chrono::steady_clock::now(), error);
+    ends_.finished(type, 0, posted, std::chrono::steady_clock::now(), error);
     work->complete(error, source);
   };
 #ifdef RING_WITH_CUDA

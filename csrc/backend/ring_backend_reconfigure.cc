@@ -111,7 +111,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reconfigure(const c10d::ReconfigureO
   rank_ = newRank;
   size_ = newSize;
   seq_ = 0;
-  lastError_ = 0;
+  ends_.clearLastError();
   options_->global_ranks_in_group = stableRanks;
   try {
     connect(store, timeout);

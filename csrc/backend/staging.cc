@@ -8,7 +8,7 @@
 
 #include <mutex>
 
-#include "backend/ring_work.h"
+#include "backend/work_outcome.h"
 #include "common/errors.h"
 #include "common/logging.h"
 

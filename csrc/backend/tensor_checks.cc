@@ -97,7 +97,7 @@ RedOp toRingOp(const CheckScope& s, const c10d::ReduceOp& op, at::ScalarType t, 
   return r;
 }
 
-void checkTensor(const CheckScope& s, const at::Tensor& t, const std::string& what) {
+void checkTensor(const CheckScope& s, const at::Tensor& t, std::string_view what) {
   if (!t.defined()) failUsage(s, strCat(what, " is an undefined tensor"));
   if (t.layout() != at::kStrided) {
     failUsage(s, strCat(what, " is a ", t.layout(),
@@ -115,7 +115,7 @@ void checkTensor(const CheckScope& s, const at::Tensor& t, const std::string& wh
   toRingDType(s, t.scalar_type());
 }
 
-void checkSingle(const CheckScope& s, const std::vector<at::Tensor>& v, const std::string& what) {
+void checkSingle(const CheckScope& s, const std::vector<at::Tensor>& v, std::string_view what) {
   if (v.size() != 1) {
     failUsage(s, strCat("expected exactly one ", what, " tensor (one device per rank), got ",
                         v.size()));

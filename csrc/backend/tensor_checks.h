@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/types.h"
@@ -26,9 +27,9 @@ DType toRingDType(const CheckScope& s, at::ScalarType t);
 RedOp toRingOp(const CheckScope& s, const c10d::ReduceOp& op, at::ScalarType t, double* factor);
 
 // Dense, contiguous, on CPU or CUDA; `what` names the argument ("input", "output[2]").
-void checkTensor(const CheckScope& s, const at::Tensor& t, const std::string& what);
+void checkTensor(const CheckScope& s, const at::Tensor& t, std::string_view what);
 // Exactly one tensor per call (one device per rank).
-void checkSingle(const CheckScope& s, const std::vector<at::Tensor>& v, const std::string& what);
+void checkSingle(const CheckScope& s, const std::vector<at::Tensor>& v, std::string_view what);
 void checkSameDevice(const CheckScope& s, const at::Tensor& a, const at::Tensor& b);
 void checkSameDType(const CheckScope& s, const at::Tensor& a, const at::Tensor& b,
                     const std::string& what);

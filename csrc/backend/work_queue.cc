@@ -35,17 +35,17 @@ void* firstData(const std::vector<at::Tensor>& tensors) {
 }  // namespace
 
 std::shared_ptr<WorkQueue> WorkQueue::make(int rank, std::string groupName, Communicator& group,
-                                           FlightRecorder& recorder, Finished finished) {
+                                           FlightRecorder& recorder, CallEnds& ends) {
   std::shared_ptr<WorkQueue> queue(
-      new WorkQueue(rank, std::move(groupName), group, recorder, std::move(finished)));
+      new WorkQueue(rank, std::move(groupName), group, recorder, ends));
   queue->start();
   return queue;
 }
 
 WorkQueue::WorkQueue(int rank, std::string groupName, Communicator& group,
-                     FlightRecorder& recorder, Finished finished)
+                     FlightRecorder& recorder, CallEnds& ends)
     : rank_(rank), groupName_(std::move(groupName)), group_(group), recorder_(recorder),
-      finished_(std::move(finished)) {}
+      ends_(ends) {}
 
 void WorkQueue::start() {
   worker_ = std::thread([this] {
@@ -277,8 +277,91 @@ std::exception_ptr WorkQueue::run(uint64_t id, Task& task, const char* thread) {
   recorder_.markEnded(id, what, end, plan);
   task.call.plan = nullptr;
   task.call.prepared = nullptr;
-  if (finished_) finished_(task.work->retrieveOpType(), task.call.seq, start, end, error);
+  ends_.finished(task.work->retrieveOpType(), task.call.seq, start, end, error);
   return error;
+}
+
+// ---- the Work ------------------------------------------------------------------------------
+
+RingWork::RingWork(int rank, c10d::OpType type, uint64_t seq, std::vector<at::Tensor> outputs,
+                   const char* profilingTitle,
+                   const std::optional<std::vector<at::Tensor>>& inputs)
+    : c10d::Work(rank, type, profilingTitle, inputs),
+      seq_(seq),
+      outputs_(std::move(outputs)) {}
+
+bool RingWork::isCompleted() { return c10d::Work::isCompleted(); }
+
+bool RingWork::wait(std::chrono::milliseconds timeout) {
+  if (!c10d::Work::isCompleted()) {
+    if (std::shared_ptr<WorkQueue> runner = runner_.lock()) runner->waiting(*this, timeout);
+  }
+  return c10d::Work::wait(timeout);
+}
+bool RingWork::isSuccess() const { return c10d::Work::isSuccess(); }
+std::exception_ptr RingWork::exception() const { return c10d::Work::exception(); }
+std::vector<at::Tensor> RingWork::result() { return outputs_; }
+c10::intrusive_ptr<c10::ivalue::Future> RingWork::getFuture() {
+  std::lock_guard<std::mutex> lock(futureMutex_);
+  if (!future_) {
+    future_ = c10::make_intrusive<c10::ivalue::Future>(tensorListType());
+    // No callback can be on a Future nobody has seen yet, so marking it under the lock runs
+    // no user code here.
+    if (settled_) settle(*future_, torchError_);
+  }
+  return future_;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> RingWork::getFutureResult() {
+  std::lock_guard<std::mutex> lock(futureMutex_);
+  if (!resultFuture_) {
+    resultFuture_ = c10::make_intrusive<c10::ivalue::Future>(c10::IntType::get());
+    if (settled_) resultFuture_->markCompleted(c10::IValue(workResult_));  // nobody waits yet
+  }
+  return resultFuture_;
+}
+
+void RingWork::settle(c10::ivalue::Future& f, const std::exception_ptr& torchError) {
+  if (torchError) {
+    f.setError(torchError);
+  } else {
+    f.markCompleted(c10::IValue(outputs_));
+  }
+}
+uint64_t RingWork::getSequencenumber() const { return seq_; }
+
+float RingWork::getDuration() const {
+  const float ms = durationMs_.load(std::memory_order_acquire);
+  TORCH_CHECK(ms >= 0.0f, "ring: Work._get_duration on rank ", rank_, ": ",
+              c10d::opTypeToString(opType_), " (sequence ", seq_,
+              ") has not run to its end yet; its duration is known once it has completed");
+  return ms;
+}
+int RingWork::sourceRank() const {
+  int r = sourceRank_.load();
+  TORCH_CHECK(r >= 0, "ring: sourceRank() is only defined for a completed recv from any source");
+  return r;
+}
+
+void RingWork::complete(std::exception_ptr error, int sourceRank) {
+  sourceRank_.store(sourceRank);
+  std::exception_ptr torchError = error ? toTorchError(error) : nullptr;
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  c10::intrusive_ptr<c10::ivalue::Future> resultFuture;
+  const int64_t result = workResultOf(error);
+  {
+    std::lock_guard<std::mutex> lock(futureMutex_);
+    settled_ = true;
+    torchError_ = torchError;
+    workResult_ = result;
+    future = future_;  // null if nobody asked: getFuture() makes it completed
+    resultFuture = resultFuture_;
+  }
+  if (resultFuture) resultFuture->markCompleted(c10::IValue(result));
+  // The future first: whoever returns from wait() may read the future's value at once. Marked
+  // outside the lock: its callbacks run here and may call getFuture() again.
+  if (future) settle(*future, torchError);
+  finish(torchError);  // wakes wait()
 }
 
 }  // namespace ring

@@ -1,6 +1,8 @@
-// The runner of one group's host collectives: one class that decides who runs each call and
-// runs it, one call at a time, in the order the calls were issued, recording each in the flight
-// recorder and completing its Work (and Future) with the outcome.
+// The runner of one group's host collectives, and the Work each call returns: one class
+// (WorkQueue) decides who runs each call and runs it, one call at a time, in the order the calls
+// were issued, recording each in the flight recorder and completing its Work (RingWork, and its
+// Future) with the outcome. The Work only observes: it is completed by the thread that ran the
+// call, and a wait() on it tells the runner, which may run the call on the waiting thread.
 //
 // Why one call at a time, in issue order: every rank issues a group's collectives in the same
 // order, so running them in that order on every rank pairs them up without any matching.
@@ -32,6 +34,7 @@
 // finds the group free; only the completion of one Work may trail the start of the next call.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -41,18 +44,84 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "backend/call_ends.h"
 #include "backend/comm_profile.h"
 #include "backend/host_call.h"
-#include "backend/ring_work.h"
+#include "backend/work_outcome.h"
 #include "executor/communicator.h"
 #include "executor/flight_recorder.h"
 
 namespace ring {
 
+class WorkQueue;
+
+// The Work of a host call (every CPU collective, a CUDA call's host part, point-to-point). It
+// observes the call: the thread that ran it completes it (complete()); an error reaches both the
+// Work (wait / exception) and its Future (DDP reads the future).
+class RingWork : public c10d::Work {
+ public:
+  // `profilingTitle` (a string literal, or null): an asynchronous span of torch's profiler from
+  // now until the Work completes, as c10d::Work records it for gloo's calls.
+  RingWork(int rank, c10d::OpType type, uint64_t seq, std::vector<at::Tensor> outputs,
+           const char* profilingTitle = nullptr,
+           const std::optional<std::vector<at::Tensor>>& inputs = std::nullopt);
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  std::vector<at::Tensor> result() override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  // torch's get_future_result: a Future of int, the c10d::WorkResult the call ended with.
+  c10::intrusive_ptr<c10::ivalue::Future> getFutureResult() override;
+  uint64_t getSequencenumber() const override;
+  // torch's Work._get_duration: milliseconds from the start of the call's run to its end, once
+  // it has completed (every call is timed; torch's enableCollectivesTiming changes nothing).
+  float getDuration() const override;
+  // Set by the thread that ran the call, before complete().
+  void noteDuration(float ms) { durationMs_.store(ms, std::memory_order_release); }
+  // getDuration's value without its check: -1 until the call has run to its end.
+  float knownDuration() const { return durationMs_.load(std::memory_order_acquire); }
+  int sourceRank() const override;
+  // The source of a completed receive from any source, or -1 (never throws).
+  int completedSource() const { return sourceRank_.load(); }
+
+  // Called once, on the thread that ran the collective.
+  void complete(std::exception_ptr error, int sourceRank = -1);
+
+  // torch's Work.wait: blocks until the call completes (or `timeout` passes: raises). Before it
+  // blocks, the runner that queued the call hears of the wait and may run the call on this
+  // thread (WorkQueue::waiting).
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  // Set by the runner when it queues the call, before the Work can be waited for (a weak
+  // reference: the runner may go before the Work).
+  void setRunner(std::weak_ptr<WorkQueue> runner) { runner_ = std::move(runner); }
+
+ private:
+  // Marks `f` with the outcome complete() recorded (futureMutex_ held or not: see the .cc).
+  void settle(c10::ivalue::Future& f, const std::exception_ptr& torchError);
+
+  uint64_t seq_;
+  std::vector<at::Tensor> outputs_;
+  // Made on the first getFuture(), not per call: most callers (dist.all_reduce, a wait())
+  // never ask for it, and a Future is an allocation, a list value and a lock per call
+  // (issue 26). futureMutex_ orders its creation against complete(): a Future made after
+  // completion is made completed.
+  std::mutex futureMutex_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  bool settled_ = false;           // complete() has run (futureMutex_)
+  std::exception_ptr torchError_;  // its error, as torch users see it (futureMutex_)
+  int64_t workResult_ = 0;         // its c10d::WorkResult (futureMutex_)
+  c10::intrusive_ptr<c10::ivalue::Future> resultFuture_;  // made on the first ask, as future_
+  std::atomic<int> sourceRank_{-1};
+  std::atomic<float> durationMs_{-1.0f};  // -1: not run to its end yet
+  std::weak_ptr<WorkQueue> runner_;
+};
+
 // Owned through a shared_ptr (make()): each queued Work holds a weak reference, to run its own
 // task when it is waited for before the worker took it (RingWork::wait).
-class WorkQueue : public CallRunner, public std::enable_shared_from_this<WorkQueue> {
+class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
  public:
   struct Task {
     const char* name;    // "all_reduce"
@@ -80,19 +149,12 @@ class WorkQueue : public CallRunner, public std::enable_shared_from_this<WorkQue
     int64_t bytes = 0;
   };
 
-  // Called on the worker after each task, before its Work completes: what ran, when, and how it
-  // ended (completion hooks, the last error's kind).
-  using Finished = std::function<void(c10d::OpType type, uint64_t seq,
-                                      std::chrono::steady_clock::time_point start,
-                                      std::chrono::steady_clock::time_point end,
-                                      const std::exception_ptr& error)>;
-
   // `group` answers the runner's questions (posts ahead, whether every peer has issued a
   // call); it outlives every call pushed before stop().
   static std::shared_ptr<WorkQueue> make(int rank, std::string groupName, Communicator& group,
-                                         FlightRecorder& recorder, Finished finished = {});
+                                         FlightRecorder& recorder, CallEnds& ends);
   // Runs what is queued, then stops (stop()).
-  ~WorkQueue() override;
+  ~WorkQueue();
 
   // Announces `task` to the peers, prepares its collective, and queues it or runs it before
   // returning (see the top of this file); throws (naming the collective) once the queue has
@@ -107,14 +169,14 @@ class WorkQueue : public CallRunner, public std::enable_shared_from_this<WorkQue
   // A thread is about to block in work.wait(timeout): runs the task of `work` on it ("waiter"
   // in the flight recorder) if the wait has no timeout of its own, the task is first in the
   // queue and nothing of the group is running (see the top of this file); otherwise returns.
-  void waiting(const RingWork& work, std::chrono::milliseconds timeout) override;
+  void waiting(const RingWork& work, std::chrono::milliseconds timeout);
 
  private:
   // Who holds the group: runs one of its calls (or has posted one, as the caller).
   enum class Holder { Nobody, Caller, Worker, Waiter };
 
   WorkQueue(int rank, std::string groupName, Communicator& group, FlightRecorder& recorder,
-            Finished finished);
+            CallEnds& ends);
   void start();
   void loop();
   // The task's entry in the flight recorder ("scheduled"), with its tensors' shapes; its id.
@@ -125,7 +187,8 @@ class WorkQueue : public CallRunner, public std::enable_shared_from_this<WorkQue
   // How long the caller waits for its peers' announcements before the call goes to the worker.
   std::chrono::microseconds callerPatience(int64_t bytes) const;
   // Runs one task on the calling thread ("worker", "caller" or "waiter", for the recorder):
-  // its body, the recorder and the Finished hook; returns its error (null when it succeeded).
+  // its body, the recorder and the call's end (CallEnds); returns its error (null when it
+  // succeeded).
   std::exception_ptr run(uint64_t id, Task& task, const char* thread);
   // After run: releases the group (holder_), then completes the task's Work with `error`.
   void releaseThenComplete(Task& task, const std::exception_ptr& error);
@@ -134,7 +197,7 @@ class WorkQueue : public CallRunner, public std::enable_shared_from_this<WorkQue
   const std::string groupName_;
   Communicator& group_;
   FlightRecorder& recorder_;
-  Finished finished_;
+  CallEnds& ends_;  // after each task, before its Work completes
 
   std::mutex mutex_;
   std::condition_variable wake_;  // a task was queued, or stop

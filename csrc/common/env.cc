@@ -102,52 +102,49 @@ int64_t readInt(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
   return x;
 }
 
-const EnvKnobs& env() {
-  static const EnvKnobs knobs = [] {
-    EnvKnobs k;
-    k.slotBytes = readKnob("TORCH_RING_SLOT_BYTES");
-    k.slotBytes = (k.slotBytes + 63) / 64 * 64;  // keep every payload 64-byte aligned
-    k.slotBytesSet = std::getenv("TORCH_RING_SLOT_BYTES") != nullptr;
-    k.slots = static_cast<int>(readKnob("TORCH_RING_SLOTS"));
-    k.spinMicros = static_cast<int>(readKnob("TORCH_RING_SPIN_US"));
-    k.inlineBytes = readKnob("TORCH_RING_INLINE_BYTES");
-    k.directBytes = readKnob("TORCH_RING_DIRECT_BYTES");
-    k.mailboxBytes = readKnob("TORCH_RING_LL_BYTES");
-    k.algo = readAlgo();
-    k.rdBytes = readKnob("TORCH_RING_RD_BYTES");
-    k.shmLink = readString("TORCH_RING_SHM_LINK");
-    k.netLink = readString("TORCH_RING_NET_LINK");
-    k.debugLevel = readLevel();
-    k.debugFile = readString("TORCH_RING_DEBUG_FILE");
-    // torch's own knob for its flight recorders' length; ours keeps 64 entries by default, and
-    // 0 turns it off, as it turns off torch's and NCCL's.
-    k.flightRecorderEntries = static_cast<size_t>(readKnob("TORCH_FR_BUFFER_SIZE"));
-    k.stragglerLogSeconds = static_cast<int>(readKnob("TORCH_RING_STRAGGLER_LOG_S"));
-    k.linkSilenceMs = readKnob("TORCH_RING_LINK_SILENCE_MS");
-    // A live peer's I/O thread sends a heartbeat every 250 ms (transport/tcp/link_liveness.h):
-    // a bound under four of them would condemn a peer for one heartbeat delayed by a busy core
-    // or a retransmission.
-    if (k.linkSilenceMs != 0 && k.linkSilenceMs < 1000) {
-      throw UsageError(strCat("TORCH_RING_LINK_SILENCE_MS='", k.linkSilenceMs,
-                              "' is too short: 0 (off) or at least 1000 ms (four of the 250 ms "
-                              "heartbeats a live peer sends)"));
-    }
-    k.transport = readTransport();
-    k.socketIfname = readString("TORCH_RING_SOCKET_IFNAME");
-    k.socketIfnameSource = strCat("TORCH_RING_SOCKET_IFNAME='", k.socketIfname, "'");
-    // Jobs moved over from gloo keep working: its variable lists exact interface names.
-    const std::string gloo = readString("GLOO_SOCKET_IFNAME");
-    if (k.socketIfname.empty() && !gloo.empty()) {
-      k.socketIfname = "=" + gloo;
-      k.socketIfnameSource = strCat("GLOO_SOCKET_IFNAME='", gloo, "' (exact names)");
-    }
-    k.socketFamily = readSocketFamily();
-    k.cpuIsa = readCpuIsa();
-    k.cpuBind = readCpuBind();
-    k.masterAddr = readString("MASTER_ADDR");
-    return k;
-  }();
-  return knobs;
+EnvKnobs readEnvKnobs() {
+  EnvKnobs k;
+  k.slotBytes = readKnob("TORCH_RING_SLOT_BYTES");
+  k.slotBytes = (k.slotBytes + 63) / 64 * 64;  // keep every payload 64-byte aligned
+  k.slotBytesSet = std::getenv("TORCH_RING_SLOT_BYTES") != nullptr;
+  k.slots = static_cast<int>(readKnob("TORCH_RING_SLOTS"));
+  k.spinMicros = static_cast<int>(readKnob("TORCH_RING_SPIN_US"));
+  k.inlineBytes = readKnob("TORCH_RING_INLINE_BYTES");
+  k.directBytes = readKnob("TORCH_RING_DIRECT_BYTES");
+  k.mailboxBytes = readKnob("TORCH_RING_LL_BYTES");
+  k.algo = readAlgo();
+  k.rdBytes = readKnob("TORCH_RING_RD_BYTES");
+  k.shmLink = readString("TORCH_RING_SHM_LINK");
+  k.netLink = readString("TORCH_RING_NET_LINK");
+  k.debugLevel = readLevel();
+  k.debugFile = readString("TORCH_RING_DEBUG_FILE");
+  // torch's own knob for its flight recorders' length; ours keeps 64 entries by default, and
+  // 0 turns it off, as it turns off torch's and NCCL's.
+  k.flightRecorderEntries = static_cast<size_t>(readKnob("TORCH_FR_BUFFER_SIZE"));
+  k.stragglerLogSeconds = static_cast<int>(readKnob("TORCH_RING_STRAGGLER_LOG_S"));
+  k.linkSilenceMs = readKnob("TORCH_RING_LINK_SILENCE_MS");
+  // A live peer's I/O thread sends a heartbeat every 250 ms (transport/tcp/link_liveness.h):
+  // a bound under four of them would condemn a peer for one heartbeat delayed by a busy core
+  // or a retransmission.
+  if (k.linkSilenceMs != 0 && k.linkSilenceMs < 1000) {
+    throw UsageError(strCat("TORCH_RING_LINK_SILENCE_MS='", k.linkSilenceMs,
+                            "' is too short: 0 (off) or at least 1000 ms (four of the 250 ms "
+                            "heartbeats a live peer sends)"));
+  }
+  k.transport = readTransport();
+  k.socketIfname = readString("TORCH_RING_SOCKET_IFNAME");
+  k.socketIfnameSource = strCat("TORCH_RING_SOCKET_IFNAME='", k.socketIfname, "'");
+  // Jobs moved over from gloo keep working: its variable lists exact interface names.
+  const std::string gloo = readString("GLOO_SOCKET_IFNAME");
+  if (k.socketIfname.empty() && !gloo.empty()) {
+    k.socketIfname = "=" + gloo;
+    k.socketIfnameSource = strCat("GLOO_SOCKET_IFNAME='", gloo, "' (exact names)");
+  }
+  k.socketFamily = readSocketFamily();
+  k.cpuIsa = readCpuIsa();
+  k.cpuBind = readCpuBind();
+  k.masterAddr = readString("MASTER_ADDR");
+  return k;
 }
 
 }  // namespace ring

@@ -103,8 +103,16 @@ struct EnvKnobs {
 
 enum LogLevel { kLogWarn = 0, kLogInfo = 1, kLogTrace = 2 };
 
-// Read once per process; later changes to the environment are not seen.
-const EnvKnobs& env();
+// Every knob read from the environment now (a UsageError naming a bad one); env() keeps the
+// first reading.
+EnvKnobs readEnvKnobs();
+
+// Read once per process; later changes to the environment are not seen. Inline: log lines and
+// calls ask on every collective, and after the first reading the answer is one guard check.
+inline const EnvKnobs& env() {
+  static const EnvKnobs knobs = readEnvKnobs();
+  return knobs;
+}
 
 // An integer knob: `fallback` when unset or empty; a UsageError naming the variable when it is
 // not an integer in [lo, hi]. Every knob of the project is read through this.

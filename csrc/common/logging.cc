@@ -13,20 +13,20 @@
 namespace ring {
 namespace {
 
+// The group a thread works for all its life (setThreadLogContext); a LogScope's, while one is
+// open, is logScopeNow (logging.h).
 struct ThreadContext {
-  int rank = -1;  // -1: this thread works for no particular group now
+  int rank = -1;  // -1: this thread works for no particular group
   std::string group;
-  // Set inside a LogScope: the scope's group, which outlives the scope. A pointer, not a copy:
-  // the caller's thread enters a scope on every collective, and copying the group's name in
-  // and back out was a few hundred instructions of a small call (issue 26).
-  const std::string* scopedGroup = nullptr;
-  const std::string& groupName() const { return scopedGroup != nullptr ? *scopedGroup : group; }
 };
 
 ThreadContext& threadContext() {
   thread_local ThreadContext context;
   return context;
 }
+
+// The rank that names this thread's lines now: its open scope's, else its own (-1: none).
+int rankNow() { return logScopeNow.group != nullptr ? logScopeNow.rank : threadContext().rank; }
 
 std::string hostName() {
   char host[256] = {0};
@@ -56,7 +56,7 @@ FILE* sink() {
   std::call_once(once, [] {
     const std::string& pattern = env().debugFile;
     if (pattern.empty()) return;
-    std::string path = expandLogFilePattern(pattern, threadContext().rank);
+    std::string path = expandLogFilePattern(pattern, rankNow());
     FILE* f = std::fopen(path.c_str(), "w");
     if (f == nullptr) {
       std::fprintf(stderr,
@@ -103,27 +103,18 @@ void setThreadLogContext(int rank, const std::string& group) {
   ThreadContext& c = threadContext();
   c.rank = rank;
   c.group = group;
-  c.scopedGroup = nullptr;
-}
-
-LogScope::LogScope(int rank, const std::string& group)
-    : savedRank_(threadContext().rank), savedGroup_(threadContext().scopedGroup) {
-  ThreadContext& c = threadContext();
-  c.rank = rank;
-  c.scopedGroup = &group;
-}
-
-LogScope::~LogScope() {
-  ThreadContext& c = threadContext();
-  c.rank = savedRank_;
-  c.scopedGroup = savedGroup_;
 }
 
 void logLine(int level, const std::string& line) {
   static const char* names[] = {"WARN", "INFO", "TRACE"};
   static const std::string host = hostName();
   const ThreadContext& c = threadContext();
-  std::string who = c.rank >= 0 ? strCat(" rank ", c.rank, " group '", c.groupName(), "'") : "";
+  std::string who;
+  if (logScopeNow.group != nullptr) {
+    who = strCat(" rank ", logScopeNow.rank, " group '", *logScopeNow.group, "'");
+  } else if (c.rank >= 0) {
+    who = strCat(" rank ", c.rank, " group '", c.group, "'");
+  }
   FILE* out = sink();
   // One fprintf per line so lines of concurrent threads do not interleave mid-line.
   std::fprintf(out, "[torch_ring %s %s:%d%s %s] %s\n", utcTimestamp().c_str(), host.c_str(),

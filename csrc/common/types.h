@@ -54,16 +54,93 @@ enum class Collective : uint8_t {
   kCount
 };
 
-size_t elementSize(DType t);
-const char* dtypeName(DType t);
-const char* redOpName(RedOp op);
-const char* collectiveName(Collective c);
+// The sizes and names below are asked on every call (its checks, its flight recorder entry):
+// lookups, so defined here, where the compiler can fold them into the caller.
 
-bool isFloating(DType t);
-bool isUnsigned(DType t);
+inline size_t elementSize(DType t) {
+  switch (t) {
+    case DType::Float64:
+    case DType::Int64:
+    case DType::UInt64:
+      return 8;
+    case DType::Float32:
+    case DType::Int32:
+    case DType::UInt32:
+      return 4;
+    case DType::Float16:
+    case DType::BFloat16:
+    case DType::Int16:
+    case DType::UInt16:
+      return 2;
+    case DType::Int8:
+    case DType::UInt8:
+    case DType::Bool:
+    case DType::Float8E4M3:
+    case DType::Float8E5M2:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+inline const char* dtypeName(DType t) {
+  static const char* names[] = {"float32", "float64", "float16",       "bfloat16",
+                                "int8",    "int16",   "int32",         "int64",
+                                "uint8",   "bool",    "uint16",        "uint32",
+                                "uint64",  "float8_e4m3fn", "float8_e5m2"};
+  static_assert(sizeof names / sizeof names[0] == static_cast<size_t>(DType::kCount),
+                "a name for every DType");
+  auto i = static_cast<size_t>(t);
+  return i < static_cast<size_t>(DType::kCount) ? names[i] : "unknown-dtype";
+}
+
+inline const char* redOpName(RedOp op) {
+  static const char* names[] = {"SUM", "AVG", "PRODUCT", "MIN", "MAX",
+                                "BAND", "BOR", "BXOR", "PREMUL_SUM"};
+  auto i = static_cast<size_t>(op);
+  return i < static_cast<size_t>(RedOp::kCount) ? names[i] : "unknown-op";
+}
+
+inline const char* collectiveName(Collective c) {
+  static const char* names[] = {"all_reduce", "broadcast", "reduce",  "all_gather",
+                                "reduce_scatter", "all_to_all", "gather", "scatter",
+                                "barrier", "send/recv"};
+  auto i = static_cast<size_t>(c);
+  return i < static_cast<size_t>(Collective::kCount) ? names[i] : "unknown-collective";
+}
+
+inline bool isFloating(DType t) {
+  return t == DType::Float32 || t == DType::Float64 || t == DType::Float16 ||
+         t == DType::BFloat16 || t == DType::Float8E4M3 || t == DType::Float8E5M2;
+}
+
+inline bool isUnsigned(DType t) {
+  return t == DType::UInt8 || t == DType::UInt16 || t == DType::UInt32 || t == DType::UInt64;
+}
 
 // Whether `op` means something for `t` (e.g. BAND on float does not). Pairs that return false
 // are refused before any communication.
-bool opSupported(DType t, RedOp op);
+inline bool opSupported(DType t, RedOp op) {
+  switch (op) {
+    case RedOp::Sum:
+    case RedOp::Product:
+    case RedOp::Min:
+    case RedOp::Max:
+      return true;  // on bool: SUM = OR, PRODUCT = AND, MAX = OR, MIN = AND (as NCCL maps them)
+    case RedOp::Avg:
+      return t != DType::Bool;  // an average of truth values has no bool representation
+    case RedOp::PreMulSum:
+      // A real factor times an unsigned value has no unsigned result when the factor is
+      // negative, so the wider unsigned types refuse it (NCCL's factor has the tensor's own
+      // type; torch passes a double). uint8 keeps the rule it has had since the first release.
+      return t != DType::Bool && (t == DType::UInt8 || !isUnsigned(t));
+    case RedOp::BAnd:
+    case RedOp::BOr:
+    case RedOp::BXor:
+      return !isFloating(t);
+    default:
+      return false;
+  }
+}
 
 }  // namespace ring

@@ -149,7 +149,7 @@ void FlightRecorder::markEnded(uint64_t id, const std::string& error,
     e->state = error.empty() ? "completed" : "failed";
     if (plan != nullptr) e->plan = plan;
     e->endedAtMs = msSinceOrigin(at);
-    e->error = error;
+    if (!error.empty() || !e->error.empty()) e->error = error;  // an empty copy is still a call
   }
 }
 

@@ -34,7 +34,7 @@ std::string describe(const Fingerprint& f) {
   return s;
 }
 
-void verifyHeader(const MessageHeader& h, int myRank, int expectedSender, int64_t expectedStep,
+void refuseHeader(const MessageHeader& h, int myRank, int expectedSender, int64_t expectedStep,
                   int64_t expectedBytes, const Fingerprint& expected) {
   if (h.magic != kMessageMagic) {
     throw CommError(strCat("ring: rank ", myRank, " received a corrupt message from rank ",
@@ -55,6 +55,9 @@ void verifyHeader(const MessageHeader& h, int myRank, int expectedSender, int64_
                            " of ", h.payloadBytes, " bytes from rank ", h.sender,
                            ": the ranks disagree about the shape of this collective"));
   }
+  // Only reached if called for a header that matches: never returns, as declared.
+  throw CommError(strCat("ring: rank ", myRank, ": internal error: a message from rank ",
+                         expectedSender, " refused though it matches ", describe(expected)));
 }
 
 }  // namespace ring

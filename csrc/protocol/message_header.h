@@ -101,7 +101,19 @@ inline MessageHeader makeHeader(int sender, int64_t step, int64_t bytes, const F
 // fingerprint, the expected sender, message index and size. On any difference throws CommError
 // naming both sides (the CPU executor, the p2p engine, and the words for a CUDA kernel's
 // mismatch record all come here, so every path says the same thing).
-void verifyHeader(const MessageHeader& h, int myRank, int expectedSender, int64_t expectedStep,
-                  int64_t expectedBytes, const Fingerprint& expected);
+//
+// Inline: every message of every collective passes here, and a match is a few comparisons; the
+// words of a mismatch are built out of line (refuseHeader).
+[[noreturn]] void refuseHeader(const MessageHeader& h, int myRank, int expectedSender,
+                               int64_t expectedStep, int64_t expectedBytes,
+                               const Fingerprint& expected);
+inline void verifyHeader(const MessageHeader& h, int myRank, int expectedSender,
+                         int64_t expectedStep, int64_t expectedBytes, const Fingerprint& expected) {
+  if (h.magic == kMessageMagic && h.fingerprint == expected && h.sender == expectedSender &&
+      h.step == expectedStep && h.payloadBytes == expectedBytes) {
+    return;
+  }
+  refuseHeader(h, myRank, expectedSender, expectedStep, expectedBytes, expected);
+}
 
 }  // namespace ring

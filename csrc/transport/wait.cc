@@ -92,14 +92,8 @@ void waitUntilNotYet(const std::atomic<uint64_t>& word, uint64_t target,
   }
 }
 
-void publishCounter(std::atomic<uint64_t>& word, uint64_t value,
-                    const std::atomic<uint32_t>& sleepers) {
-  // seq_cst store (release included): the payload written before this store is visible to a
-  // waiter that observes `value`; seq_cst also orders it before the sleepers load below.
-  word.store(value, std::memory_order_seq_cst);
-  if (sleepers.load(std::memory_order_seq_cst) != 0) {
-    syscall(SYS_futex, lowWord(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-  }
+void wakeSleepers(const std::atomic<uint64_t>& word) {
+  syscall(SYS_futex, lowWord(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
 }  // namespace ring

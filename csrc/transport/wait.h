@@ -72,8 +72,18 @@ inline void waitUntil(const std::atomic<uint64_t>& word, uint64_t target,
   waitUntilNotYet(word, target, sleepers, peer, what, detail, ctx, causes, link);
 }
 
-// Publishes a new counter value and wakes sleepers (if any).
-void publishCounter(std::atomic<uint64_t>& word, uint64_t value,
-                    const std::atomic<uint32_t>& sleepers);
+// Wakes every thread asleep on `word` (a futex on its low 32 bits).
+void wakeSleepers(const std::atomic<uint64_t>& word);
+
+// Publishes a new counter value and wakes sleepers (if any). Inline: every message publishes,
+// and without a sleeper that is a store and a load.
+inline void publishCounter(std::atomic<uint64_t>& word, uint64_t value,
+                           const std::atomic<uint32_t>& sleepers) {
+  // seq_cst store (release included): the payload written before this store is visible to a
+  // waiter that observes `value`; seq_cst also orders it before the sleepers load below (a
+  // waiter registers as a sleeper, then looks at the word again: one of the two sees the other).
+  word.store(value, std::memory_order_seq_cst);
+  if (sleepers.load(std::memory_order_seq_cst) != 0) wakeSleepers(word);
+}
 
 }  // namespace ring

@@ -36,6 +36,11 @@ MUTANTS = [
            "h.step = step;", "h.step = step + 1;", "cpp", "*CommunicatorInWorld.*",
            quick=True, why="headers carry the wrong message index",
            binaries=("ring_unit_tests", "ring_tcp_tests")),
+    # The receiver's check of a header (protocol/message_header.h): inline, every field compared.
+    Mutant("header_check_skips_the_index", "csrc/protocol/message_header.h",
+           "      h.step == expectedStep && h.payloadBytes == expectedBytes) {",
+           "      h.payloadBytes == expectedBytes) {", "cpp", "MessageHeader.*", quick=True,
+           why="a message out of its place in the collective passes the receiver's check"),
     # The stamped link (transport/stamped_link.h): every host algorithm numbers and checks its
     # messages there.
     Mutant("stamped_link_step_not_counted", "csrc/transport/stamped_link.h",
@@ -52,6 +57,13 @@ MUTANTS = [
            why="a receiver takes whatever collective its peer ran: ranks that disagree read "
                "garbage or hang instead of failing with a mismatch",
            binaries=("ring_unit_tests", "ring_tcp_tests")),
+    # Every call's end (backend/call_ends.h): a failure counts with or without a hook.
+    Mutant("call_ends_failure_needs_a_hook", "csrc/backend/call_ends.h",
+           "    if (!error && !hasHook_.load(std::memory_order_acquire)) return;",
+           "    if (!hasHook_.load(std::memory_order_acquire)) return;", "py",
+           "tests/python/test_backend_api.py -x -q -k without_a_completion_hook", timeout=300,
+           why="Backend.get_error says SUCCESS after a failed call on a group without a "
+               "completion hook"),
     # The completion hook's own thread (backend/completion_hooks.cc).
     Mutant("completion_hook_run_by_the_caller", "csrc/backend/completion_hooks.cc",
            "    state_->pending.push_back(std::move(info));",
@@ -74,8 +86,8 @@ MUTANTS = [
            "tests/python/test_monitored_barrier.py -x -q",
            why="rank 0 releases the others without waiting for them: nobody is told of a "
                "missing rank"),
-    # Work.get_future_result (backend/ring_work.cc).
-    Mutant("work_result_never_timeout", "csrc/backend/ring_work.cc",
+    # Work.get_future_result (backend/work_outcome.cc).
+    Mutant("work_result_never_timeout", "csrc/backend/work_outcome.cc",
            "  return static_cast<int64_t>(errorTypeOf(error) == c10d::ErrorType::TIMEOUT",
            "  return static_cast<int64_t>(false", "py",
            "tests/python/test_backend_api.py -x -q -k hooks_options",
@@ -105,13 +117,13 @@ MUTANTS = [
            "  if (false) {\n    epoll_ctl(epollFd_, EPOLL_CTL_DEL, listenFd_, nullptr);", "cpp",
            "TcpTransport.TheListenerIsClosed*", binaries=("ring_tcp_tests",),
            why="strangers can still connect (and cost the I/O thread) after set-up"),
-    # Work results and durations (backend/coalescing.cc, backend/ring_work.cc).
+    # Work results and durations (backend/coalescing.cc, backend/work_queue.cc).
     Mutant("block_result_before_its_parts", "csrc/backend/coalescing.cc",
            "      if (parts_.empty()) result_->settleResult(kSuccess);",
            "      result_->settleResult(kSuccess);", "py",
            "tests/python/test_backend_api.py -x -q -k blocks_result",
            why="a coalesced block says SUCCESS before its calls have run (or failed)"),
-    Mutant("duration_before_the_end", "csrc/backend/ring_work.cc",
+    Mutant("duration_before_the_end", "csrc/backend/work_queue.cc",
            '  TORCH_CHECK(ms >= 0.0f, "ring: Work._get_duration on rank "',
            '  TORCH_CHECK(true, "ring: Work._get_duration on rank "', "py",
            "tests/python/test_backend_api.py -x -q -k blocks_result",
@@ -190,9 +202,9 @@ MUTANTS = [
            "    if (stopping_) {", "    if (false) {", "py",
            "tests/python/test_faults.py -x -q -k use_after_destroy", timeout=150,
            why="a collective after destroy_process_group is queued to a stopped worker: it hangs"),
-    Mutant("profiler_spans_never_captured", "csrc/backend/comm_profile.cc",
-           "bool CommProfile::recording() { return at::hasCallbacks(); }",
-           "bool CommProfile::recording() { return false; }", "py",
+    Mutant("profiler_spans_never_captured", "csrc/backend/comm_profile.h",
+           "  static bool recording() { return at::hasCallbacks(); }",
+           "  static bool recording() { return false; }", "py",
            "tests/python/test_profiler.py -x -q -k profiled", timeout=200,
            why="torch's profiler sees no ring:<collective> span and no record_param_comms"),
     Mutant("profiler_state_left_on_the_caller", "csrc/backend/comm_profile.cc",
@@ -255,7 +267,7 @@ MUTANTS = [
            "      return one;\n    }", "py",
            "tests/python/test_setup_store.py -x -q", timeout=400,
            why="set-up reads each rank's key with a request of its own: n*n requests for the store"),
-    Mutant("late_future_left_pending", "csrc/backend/ring_work.cc",
+    Mutant("late_future_left_pending", "csrc/backend/work_queue.cc",
            "    if (settled_) settle(*future_, torchError_);",
            "    (void)settled_;", "py",
            "tests/python/test_faults.py -x -q -k failed_works_future", timeout=300,
@@ -283,8 +295,8 @@ MUTANTS = [
            "FlightRecorder.*",
            why="a reused entry keeps the name of the first call it held: an all_to_all reads "
                "as the all_reduce before it"),
-    Mutant("log_scope_forgets_its_group", "csrc/common/logging.cc",
-           "  c.scopedGroup = &group;\n}", "  (void)group;\n}", "py",
+    Mutant("log_scope_forgets_its_group", "csrc/common/logging.h",
+           "    logScopeNow.group = &group;\n", "    (void)group;\n", "py",
            "tests/python/test_knobs.py -x -q -k carry_time", timeout=300,
            why="lines logged on the caller's thread name the rank but not the group"),
     Mutant("straggler_window_one_row", "csrc/executor/straggler_stats.cc",
@@ -718,7 +730,7 @@ MUTANTS = [
            "_mm256_cvtps_ph(f, _MM_FROUND_TO_ZERO));", "cpp", "ReduceOps.*",
            why="the AVX2 build's float16 combine truncates where toHalf rounds to nearest even: "
                "ranks on CPUs with and without AVX2 would differ"),
-    # The dtypes added after the first ten (reduce/float8_bits.h, common/types.cc).
+    # The dtypes added after the first ten (reduce/float8_bits.h, common/types.h).
     Mutant("float8_e4m3_overflow_is_nan", "csrc/reduce/float8_bits.h",
            "using E4M3Format = Float8Format<3, 7, 0x7eu, 0x7eu>;",
            "using E4M3Format = Float8Format<3, 7, 0x7eu, 0x7fu>;", "cpp",
@@ -744,7 +756,7 @@ MUTANTS = [
            "struct StorageOf<DType::UInt32> { using type = int32_t; };", "py",
            "tests/python/test_init.py -x -q -k check_command",
            why="the same, caught by torch-ring-check's uint32 row (its MAX)"),
-    Mutant("unsigned_premul_sum_accepted", "csrc/common/types.cc",
+    Mutant("unsigned_premul_sum_accepted", "csrc/common/types.h",
            "return t != DType::Bool && (t == DType::UInt8 || !isUnsigned(t));",
            "return t != DType::Bool;", "cpp", "ReduceOps.WideUnsigned*", quick=True,
            why="a negative PREMUL_SUM factor converts to uint64 (undefined in C++) instead of "

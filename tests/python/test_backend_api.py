@@ -300,6 +300,39 @@ def test_hooks_options_timeout_and_errors(pools, world):
     assert_reports_pass(pool.run(hooks_options_errors), f"hooks, world {world}")
 
 
+def error_kind_without_a_hook(ctx):
+    """Backend.get_error on a group with no completion hook: c10d's contract is the kind of the
+    last failure (SUCCESS until one), whether or not a hook listens. The ranks disagree on the
+    size of an all_reduce, which every rank must refuse (a collective mismatch): COMM_ERROR where
+    a rank saw it itself, REMOTE_ERROR where another rank's report reached it first."""
+    report = Report()
+    group = dist.new_group(list(range(ctx.world)))
+    backend = group._get_backend(torch.device("cpu"))
+    report.check("no error yet", torch.tensor(int(backend.get_error())), torch.tensor(0),
+                 same_on_all_ranks=False)
+    try:
+        dist.all_reduce(torch.ones(10 + ctx.rank), group=group)
+        error = ""
+    except Exception as e:  # noqa: BLE001
+        error = str(e)
+    report.check("the mismatch raised", torch.tensor("mismatch" in error), torch.tensor(True),
+                 same_on_all_ranks=False)
+    kind = int(backend.get_error())
+    report.check("get_error names the failure (COMM_ERROR 2 or REMOTE_ERROR 3)",
+                 torch.tensor(kind in (2, 3)), torch.tensor(True), same_on_all_ranks=False)
+    dist.destroy_process_group(group)
+    return report
+
+
+@pytest.mark.parametrize("world", [w for w in WORLDS if w > 1])
+def test_error_kind_without_a_completion_hook(pools, world):
+    if not hasattr(_BINDING, "get_error"):
+        pytest.skip("torch binds Backend.get_error to Python from 2.14")
+    # A pool of its own: the mismatch breaks this case's group, and the ranks then leave.
+    pool = pools.get(world, env={"RING_TEST_POOL": "no_hook_errors"})
+    assert_reports_pass(pool.run(error_kind_without_a_hook), f"get_error, world {world}")
+
+
 def slow_hook_holds_nothing_up(ctx):
     """A completion hook that takes its time (1.5 s a call) runs beside the group, as
     ProcessGroupNCCL runs hooks on a thread of its own: three small calls in a row do not wait
