@@ -13,8 +13,12 @@ It counts what rank 0's process executes, world 1 by default (no peer, nothing t
 backend. The count starts after 300 warm-up calls (callgrind_control turns it on) and covers
 exactly `--calls` calls. With `--world 2` a second rank runs natively beside the counted one
 (a FileStore between them): under valgrind rank 0 is the late one, so it finds its peer's part
-waiting and the count is its share of the exchange without the spinning. Needs valgrind
-(apt-get install valgrind).
+waiting and the count is its share of the exchange without the spinning. The peer's waits
+spin instead of sleeping (TORCH_RING_SPIN_US of 10 s for the peer only): natively the two
+ranks stay in step and a wait of theirs almost never reaches the futex (250 calls of 16 MiB:
+4 sleeps in all over both ranks, set-up included), but beside a rank slowed some fifty times
+by valgrind the peer would sleep in every call, and the counted rank would pay a futex wake
+per call that no native run pays. Needs valgrind (apt-get install valgrind).
 """
 import argparse
 import glob
@@ -59,6 +63,11 @@ def child(backend, flag, calls, rank=0, world=1, store_path="", numel=1024, warm
     time.sleep(600)  # the parent dumps the counts and ends this process
 
 
+# Longer than any of the peer's waits for a rank under valgrind (a 16 MiB call of rank 0 takes
+# under a second there), far shorter than the group's timeout.
+PEER_SPIN_US = 10_000_000
+
+
 def _wait_for(path, proc, what):
     deadline = time.monotonic() + 900
     while not os.path.exists(path):
@@ -82,7 +91,9 @@ def count(backend, calls, workdir, world=1, numel=1024, warmup=300):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     me = [sys.executable, os.path.abspath(__file__), "--child", backend, flag, str(calls)]
     shape = [str(numel), str(warmup)]
-    peers = [subprocess.Popen(me + [str(r), str(world), store] + shape, env=env,
+    # The peer spins through its waits for the slowed rank 0 (see the top of this file).
+    peer_env = dict(env, TORCH_RING_SPIN_US=str(PEER_SPIN_US))
+    peers = [subprocess.Popen(me + [str(r), str(world), store] + shape, env=peer_env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for r in range(1, world)]
     proc = subprocess.Popen(

@@ -5,7 +5,8 @@ docs/architecture.md ("Following one all_reduce"), as the machine took it.
     python scripts/call_walk.py --numel 4194304      # 16 MiB (the worker's flat ring)
 
 Runs `pg.allreduce([t]).wait()` under callgrind exactly as scripts/call_instructions.py does
-(rank 0 counted, its peer native beside it, every thread of rank 0's process counted), then
+(rank 0 counted, its peer native beside it and spinning through its waits as natively, every
+thread of rank 0's process counted), then
 names the source file of each function of the extension that executed, from the build's object
 files (no debug information needed): a function a .cc defines as its own (`nm` type T or t)
 belongs to that .cc. A weak symbol (W: an inline function or a template, emitted wherever it is
@@ -17,7 +18,9 @@ both are left out, as are functions outside the extension (torch, libc).
 
 Needs valgrind and a build tree with the object files (scripts/dev_build.sh: build/dev).
 Prints per file the instructions per call, on how many of the counted calls it was entered
-(from callgrind's call counts), and its functions; "entered" counts the files.
+(from callgrind's call counts), and its functions; "entered" counts the files. Last, whether
+the walk went back into a file it had left: files that call each other, directly or through
+library code between them (a cycle of the graph of which file calls which).
 """
 import argparse
 import glob
@@ -123,6 +126,54 @@ def call_records(callgrind_file):
     return records
 
 
+def file_edges(records, file_of):
+    """{(from file, to file)}: a function of one .cc calls one of another, directly or through
+    functions that belong to no file of ours (a std::function's invoker, torch's dispatcher)."""
+    callees = defaultdict(set)
+    for caller, callee, _ in records:
+        callees[caller].add(callee)
+    edges = set()
+    for start in list(callees):
+        origin = file_of(start)
+        if origin is None:
+            continue
+        seen, todo = {start}, list(callees[start])
+        while todo:
+            fn = todo.pop()
+            if fn in seen:
+                continue
+            seen.add(fn)
+            target = file_of(fn)
+            if target is None:
+                todo.extend(callees.get(fn, ()))
+            elif target != origin:
+                edges.add((origin, target))
+    return edges
+
+
+def entered_again(edges):
+    """The groups of files that call each other (a cycle of the file graph), each sorted: a walk
+    that enters a file it has left, from below."""
+    graph = defaultdict(set)
+    for a, b in edges:
+        graph[a].add(b)
+    def reach(a):
+        seen, todo = set(), [a]
+        while todo:
+            for b in graph[todo.pop()]:
+                if b not in seen:
+                    seen.add(b)
+                    todo.append(b)
+        return seen
+    reachable = {a: reach(a) for a in list(graph)}
+    groups = set()
+    for a in reachable:
+        group = tuple(sorted(b for b in reachable[a] if a in reachable.get(b, ())))
+        if len(group) > 1:
+            groups.add(group)
+    return sorted(groups)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--numel", type=int, default=1024, help="float32 elements (1024: 4 KiB)")
@@ -175,6 +226,11 @@ def main(argv=None):
         when = f"{entries[source]} times in {calls} calls" if some else "every call"
         print(f"{source:44s} {ir / calls:9.0f}  {when:22s} {', '.join(sorted(set(names)))}")
     print(f"entered: {len(by_file)} .cc files, {every} of them on every call")
+    again = entered_again(file_edges(records, file_of))
+    for group in again:
+        print("entered again from a file it called: " + " <-> ".join(group))
+    if not again:
+        print("no file entered again from a file it called (the file graph has no cycle)")
     return 0
 
 

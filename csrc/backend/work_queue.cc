@@ -14,17 +14,21 @@ namespace ring {
 namespace {
 
 // What the flight recorder keeps of a call's tensors for the dump (torch's entries list the
-// same): their shapes and torch's dtype names. Assigned element by element, not rebuilt: the
-// recorder's entry is reused, and its vectors keep their capacity (flight_recorder.cc says
-// why).
-void fillSide(const std::vector<at::Tensor>& tensors, std::vector<std::vector<int64_t>>& sizes,
-              std::vector<std::string_view>& dtypes) {
-  sizes.resize(tensors.size());
-  dtypes.resize(tensors.size());
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    sizes[i].assign(tensors[i].sizes().begin(), tensors[i].sizes().end());
-    dtypes[i] = c10::toString(tensors[i].scalar_type());
+// same): views of their shapes and torch's dtype names, which the recorder copies. A call's
+// usual one tensor a side has its view in `room`; a list's go to `spill` (an allocation, as the
+// list itself was).
+ShapeList viewShapes(const std::vector<at::Tensor>& tensors, TensorShapeView& room,
+                     std::vector<TensorShapeView>& spill) {
+  TensorShapeView* views = &room;
+  if (tensors.size() > 1) {
+    spill.resize(tensors.size());
+    views = spill.data();
   }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const c10::IntArrayRef sizes = tensors[i].sizes();
+    views[i] = TensorShapeView{sizes.data(), sizes.size(), c10::toString(tensors[i].scalar_type())};
+  }
+  return ShapeList{views, tensors.size()};
 }
 
 // Where a call's first input or output lies (null where it has none: a barrier).
@@ -58,15 +62,16 @@ void WorkQueue::start() {
 WorkQueue::~WorkQueue() { stop(); }
 
 uint64_t WorkQueue::record(Task& task) {
-  // The recorder fills the entry's shapes from the task's tensors (what the body will run on).
-  return recorder_.recordQueued(
-      task.call.seq, task.name, task.detail,
-      [](const void* context, FlightShapes& shapes) {
-        const Task& t = *static_cast<const Task*>(context);
-        fillSide(t.inputs, shapes.inputSizes, shapes.inputDtypes);
-        fillSide(t.outputs, shapes.outputSizes, shapes.outputDtypes);
-      },
-      &task, task.call.timeout.count());
+  // The entry lists the shapes of the task's tensors (what the body will run on).
+  if (!recorder_.enabled()) {
+    return recorder_.recordQueued(task.call.seq, task.name, task.detail);
+  }
+  TensorShapeView in, out;
+  std::vector<TensorShapeView> inList, outList;
+  return recorder_.recordQueued(task.call.seq, task.name, task.detail,
+                                viewShapes(task.inputs, in, inList),
+                                viewShapes(task.outputs, out, outList),
+                                task.call.timeout.count());
 }
 
 void WorkQueue::push(Task&& task) {

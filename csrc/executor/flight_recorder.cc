@@ -23,11 +23,6 @@ double FlightRecorder::msSinceOrigin(std::chrono::steady_clock::time_point t) co
   return std::chrono::duration<double, std::milli>(t - origin_).count();
 }
 
-bool FlightRecorder::enabled() const {
-  // Relaxed: a hint for whether to gather a call's shapes; recordQueued decides under the lock.
-  return on_.load(std::memory_order_relaxed);
-}
-
 CallDetail CallDetail::counted(int64_t count, const char* dtype, const char* op, int64_t root) {
   CallDetail d;
   d.count = count;
@@ -63,18 +58,35 @@ std::string CallDetail::str() const {
 
 uint64_t FlightRecorder::recordQueued(uint64_t seq, std::string_view collective,
                                       const std::string& detail) {
-  return record(seq, collective, nullptr, &detail, nullptr, nullptr, 0);
+  return record(seq, collective, nullptr, &detail, {}, {}, 0);
 }
 
 uint64_t FlightRecorder::recordQueued(uint64_t seq, std::string_view collective,
-                                      const CallDetail& detail, FillShapes fillShapes,
-                                      const void* context, int64_t timeoutMs) {
-  return record(seq, collective, &detail, nullptr, fillShapes, context, timeoutMs);
+                                      const CallDetail& detail, ShapeList inputs,
+                                      ShapeList outputs, int64_t timeoutMs) {
+  return record(seq, collective, &detail, nullptr, inputs, outputs, timeoutMs);
 }
+
+namespace {
+
+// One side's shapes into the reused entry, element by element: the vectors keep their capacity
+// (a steady stream of calls records without allocating; record() says why).
+void copySide(ShapeList side, std::vector<std::vector<int64_t>>& sizes,
+              std::vector<std::string_view>& dtypes) {
+  sizes.resize(side.count);
+  dtypes.resize(side.count);
+  for (size_t i = 0; i < side.count; ++i) {
+    const TensorShapeView& t = side.first[i];
+    sizes[i].assign(t.sizes, t.sizes + t.dims);
+    dtypes[i] = t.dtype;
+  }
+}
+
+}  // namespace
 
 uint64_t FlightRecorder::record(uint64_t seq, std::string_view collective,
                                 const CallDetail* parts, const std::string* words,
-                                FillShapes fillShapes, const void* context, int64_t timeoutMs) {
+                                ShapeList inputs, ShapeList outputs, int64_t timeoutMs) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (capacity_ == 0) return nextId_++;  // off: the updates below find nothing to change
   // Why the oldest entry is overwritten in place rather than a new one made: its strings and
@@ -109,14 +121,8 @@ uint64_t FlightRecorder::record(uint64_t seq, std::string_view collective,
   e.startedAtMs = -1;
   e.endedAtMs = -1;
   e.error.clear();
-  if (fillShapes != nullptr) {
-    fillShapes(context, e.shapes);
-  } else {
-    e.shapes.inputSizes.clear();
-    e.shapes.outputSizes.clear();
-    e.shapes.inputDtypes.clear();
-    e.shapes.outputDtypes.clear();
-  }
+  copySide(inputs, e.shapes.inputSizes, e.shapes.inputDtypes);
+  copySide(outputs, e.shapes.outputSizes, e.shapes.outputDtypes);
   e.timeoutMs = timeoutMs;
   e.createdUnixNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::system_clock::now().time_since_epoch())

@@ -19,6 +19,20 @@ struct FlightShapes {
   std::vector<std::string_view> inputDtypes, outputDtypes;
 };
 
+// One tensor of a call as the caller hands it to recordQueued: its sizes (the tensor's own,
+// read before recordQueued returns) and torch's dtype name (static text). Views, not copies:
+// the recorder copies them into an entry it reuses, whose vectors keep their capacity.
+struct TensorShapeView {
+  const int64_t* sizes = nullptr;
+  size_t dims = 0;
+  std::string_view dtype;
+};
+// A call's tensors on one side (inputs or outputs): `count` views from `first`.
+struct ShapeList {
+  const TensorShapeView* first = nullptr;
+  size_t count = 0;
+};
+
 // What an entry says of its call ("1000 x float32, op SUM"), kept as parts and written out only
 // when the recorder is read (snapshot, dump).
 // Why parts and not the string: a small collective's detail is longer than a std::string holds
@@ -67,19 +81,16 @@ class FlightRecorder {
   explicit FlightRecorder(size_t capacity = 64);
   // Keeps the last `capacity` entries from now on; 0 keeps none (the recorder is off).
   void setCapacity(size_t capacity);
-  // Writes a call's tensors into an entry's shapes (backend/work_queue.cc: fillSide).
-  using FillShapes = void (*)(const void* context, FlightShapes& shapes);
-  // Returns an id used by the updates below. fillShapes(context, shapes), when given, fills the
-  // entry's shapes in place (called only while the recorder keeps entries).
-  // `collective`: its name ("all_reduce"), copied only where it differs from the name of the
-  // call whose entry is reused.
+  // Returns an id used by the updates below. `inputs` and `outputs`: the call's tensors' shapes
+  // (none: an entry without shapes). `collective`: its name ("all_reduce"), copied only where
+  // it differs from the name of the call whose entry is reused.
   uint64_t recordQueued(uint64_t seq, std::string_view collective, const CallDetail& detail,
-                        FillShapes fillShapes = nullptr, const void* context = nullptr,
-                        int64_t timeoutMs = 0);
+                        ShapeList inputs = {}, ShapeList outputs = {}, int64_t timeoutMs = 0);
   uint64_t recordQueued(uint64_t seq, std::string_view collective, const std::string& detail);
   // Whether it keeps anything (TORCH_FR_BUFFER_SIZE=0 turns it off): callers skip gathering
-  // what it would drop.
-  bool enabled() const;
+  // what it would drop. Relaxed: a hint, asked on every call; recordQueued decides under the
+  // lock.
+  bool enabled() const { return on_.load(std::memory_order_relaxed); }
   // `thread`: "worker", "caller" or "waiter" (backend/work_queue.h), a string literal (kept as
   // it is, not copied). `at`: when it happened,
   // for a caller that has just read the clock itself (a read costs tens of ns here; a small
@@ -98,7 +109,7 @@ class FlightRecorder {
  private:
   // recordQueued's one body: the detail from its parts, or (parts null) the words as given.
   uint64_t record(uint64_t seq, std::string_view collective, const CallDetail* parts,
-                  const std::string* words, FillShapes fillShapes, const void* context,
+                  const std::string* words, ShapeList inputs, ShapeList outputs,
                   int64_t timeoutMs);
   // One kept call: its id, its entry (whose `detail` stays empty here) and the detail's parts,
   // written into a copy of the entry when the recorder is read.

@@ -110,8 +110,8 @@ CallPlan choosePlanPastDirect(const PlanSettings& s, const HostLayout& layout, C
 // The one choice of a call's plan, from the group's settings and layout and the call:
 // all_reduce (`bytes`: the whole buffer), all_gather and reduce_scatter (one rank's part),
 // broadcast and barrier (`bytes` unused). Every other collective has one plan (Ring). Inline:
-// a small call asks it once or twice, and its common answer (the direct round) is a few
-// comparisons.
+// every call asks it, and its answers inside one host (the direct round, else the flat ring)
+// are a few comparisons.
 inline CallPlan chooseCallPlan(const PlanSettings& s, const HostLayout& layout, Collective k,
                                int64_t bytes) {
   if ((k == Collective::AllReduce || k == Collective::AllGather) &&
@@ -120,6 +120,11 @@ inline CallPlan chooseCallPlan(const PlanSettings& s, const HostLayout& layout, 
     p.algorithm = Algorithm::Direct;
     p.mailboxRound = bytes <= s.mailboxBytes;
     return p;
+  }
+  // One host past the direct round, under auto: the flat ring for every collective but the
+  // barrier (the table's second row); there is nothing to price between hosts.
+  if (k != Collective::Barrier && s.algo == AlgoKnob::Auto && layout.hosts() <= 1) {
+    return CallPlan{};
   }
   return choosePlanPastDirect(s, layout, k, bytes);
 }

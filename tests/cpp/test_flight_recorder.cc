@@ -18,12 +18,10 @@ std::vector<uint64_t> seqs(const FlightRecorder& r) {
   return out;
 }
 
-void shapesOfTwo(const void*, FlightShapes& s) {
-  s.inputSizes = {{2, 3}};
-  s.inputDtypes = {"Float"};
-  s.outputSizes = {{2, 3}};
-  s.outputDtypes = {"Float"};
-}
+// A call's tensors as the backend describes them: a 2 x 3 float input and output.
+const int64_t kTwoByThree[] = {2, 3};
+const TensorShapeView kFloatTwoByThree{kTwoByThree, 2, "Float"};
+const ShapeList kOneTwoByThree{&kFloatTwoByThree, 1};
 
 TEST(FlightRecorder, KeepsTheLastEntriesOldestFirstAcrossManyWrapArounds) {
   FlightRecorder r(4);
@@ -58,7 +56,7 @@ TEST(FlightRecorder, AnOverwrittenEntryLeavesNothingOfItselfBehind) {
   FlightRecorder r(1);
   const uint64_t failed =
       r.recordQueued(1, "all_gather", CallDetail("a long detail that needs the heap"),
-                     &shapesOfTwo, nullptr, 5000);
+                     kOneTwoByThree, kOneTwoByThree, 5000);
   r.markStarted(failed, "worker");
   r.markEnded(failed, "ring: it failed");
   r.recordQueued(2, "barrier", "");
@@ -76,10 +74,22 @@ TEST(FlightRecorder, AnOverwrittenEntryLeavesNothingOfItselfBehind) {
   EXPECT_EQ(e.timeoutMs, 0);
   EXPECT_TRUE(e.shapes.inputSizes.empty() && e.shapes.outputSizes.empty());
   EXPECT_TRUE(e.shapes.inputDtypes.empty() && e.shapes.outputDtypes.empty());
-  // And the filler's shapes land in the entry.
-  r.recordQueued(3, "all_reduce", CallDetail(), &shapesOfTwo);
-  EXPECT_EQ(r.snapshot()[0].shapes.inputSizes, (std::vector<std::vector<int64_t>>{{2, 3}}));
+  // And the call's shapes land in the entry, copied (the views may go once it returns).
+  {
+    const int64_t sizes[] = {4, 5, 6};
+    const TensorShapeView views[] = {{sizes, 3, "BFloat16"}, {sizes, 1, "BFloat16"}};
+    r.recordQueued(3, "all_reduce", CallDetail(), ShapeList{views, 2}, kOneTwoByThree);
+  }
+  EXPECT_EQ(r.snapshot()[0].shapes.inputSizes,
+            (std::vector<std::vector<int64_t>>{{4, 5, 6}, {4}}));
+  EXPECT_EQ(r.snapshot()[0].shapes.inputDtypes,
+            (std::vector<std::string_view>{"BFloat16", "BFloat16"}));
+  EXPECT_EQ(r.snapshot()[0].shapes.outputSizes, (std::vector<std::vector<int64_t>>{{2, 3}}));
   EXPECT_EQ(r.snapshot()[0].shapes.outputDtypes, (std::vector<std::string_view>{"Float"}));
+  // A call with fewer tensors in the same entry leaves none of the earlier ones behind.
+  r.recordQueued(4, "broadcast", CallDetail(), kOneTwoByThree, kOneTwoByThree);
+  EXPECT_EQ(r.snapshot()[0].shapes.inputSizes, (std::vector<std::vector<int64_t>>{{2, 3}}));
+  EXPECT_EQ(r.snapshot()[0].shapes.inputDtypes, (std::vector<std::string_view>{"Float"}));
 }
 
 TEST(FlightRecorder, ANewCapacityKeepsTheNewestEntriesInOrder) {
@@ -92,7 +102,8 @@ TEST(FlightRecorder, ANewCapacityKeepsTheNewestEntriesInOrder) {
   EXPECT_EQ(seqs(r), (std::vector<uint64_t>{5, 6, 7}));
   r.setCapacity(0);  // off: keeps nothing, records nothing, ids still advance
   EXPECT_FALSE(r.enabled());
-  const uint64_t a = r.recordQueued(8, "all_reduce", CallDetail(), &shapesOfTwo);
+  const uint64_t a =
+      r.recordQueued(8, "all_reduce", CallDetail(), kOneTwoByThree, kOneTwoByThree);
   const uint64_t b = r.recordQueued(9, "all_reduce", "");
   EXPECT_TRUE(r.snapshot().empty());
   EXPECT_EQ(b, a + 1);

@@ -262,6 +262,40 @@ TEST(PlanChoice, TheTableOfPlanChoiceH) {
   }
 }
 
+// The whole choice of a call inside one host (plan_choice.h's first two rows): the direct round
+// where S x (n-1) fits TORCH_RING_DIRECT_BYTES (through the mailboxes up to their capacity),
+// past it the flat ring for every collective under auto; a barrier is one mailbox round
+// whatever the knob; a knob that names two levels is obeyed even on one host.
+TEST(PlanChoice, InsideOneHostTheDirectRoundThenTheFlatRing) {
+  PlanSettings s;
+  s.ranks = 3;
+  s.oneSharedMemory = true;
+  s.mailboxBytes = 64;
+  s.directBytes = 300;
+  s.slotBytes = 1024;
+  const HostLayout one = layoutFromGroups({0, 0, 0});
+  CallPlan small = chooseCallPlan(s, one, Collective::AllReduce, 64);
+  EXPECT_EQ(small.algorithm, Algorithm::Direct);
+  EXPECT_TRUE(small.mailboxRound);
+  CallPlan direct = chooseCallPlan(s, one, Collective::AllGather, 150);  // 150 x 2 <= 300
+  EXPECT_EQ(direct.algorithm, Algorithm::Direct);
+  EXPECT_FALSE(direct.mailboxRound);
+  for (Collective k : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,
+                       Collective::Broadcast, Collective::Reduce}) {
+    for (int64_t bytes : {int64_t{151}, int64_t{1} << 20}) {
+      const CallPlan p = chooseCallPlan(s, one, k, bytes);
+      EXPECT_EQ(p.algorithm, Algorithm::Ring) << collectiveName(k) << " of " << bytes;
+      EXPECT_FALSE(p.mailboxRound) << collectiveName(k) << " of " << bytes;
+      EXPECT_TRUE(p.rounds.radices.empty()) << collectiveName(k) << " of " << bytes;
+    }
+  }
+  EXPECT_TRUE(chooseCallPlan(s, one, Collective::Barrier, 0).mailboxRound);
+  s.algo = AlgoKnob::HierRing;
+  EXPECT_EQ(chooseCallPlan(s, one, Collective::AllReduce, 1 << 20).algorithm,
+            Algorithm::HierRing);
+  EXPECT_TRUE(chooseCallPlan(s, one, Collective::Barrier, 0).mailboxRound);
+}
+
 // Past the rounds, auto takes the cheaper of the flat ring and two levels
 // (schedule/ring_costs.h). Links with no latency, shared memory at 1e10 B/s and the network at
 // 1e9, 1 MB slots, a 128 MB all_reduce, worked by hand:

@@ -13,7 +13,7 @@ import call_walk  # noqa: E402
 def test_our_functions_and_the_libraries_templates_told_apart():
     ours = ["ring::Communicator::run(ring::PreparedCall const&)",
             "void ring::directAllReduce<ring::MailboxRound>(ring::MailboxRound&, char*)",
-            "ring::(anonymous namespace)::fillSide(std::vector<at::Tensor> const&)",
+            "ring::(anonymous namespace)::viewShapes(std::vector<at::Tensor> const&)",
             "long ring::(anonymous namespace)::sliceElemsOf<4>(long)"]
     theirs = ["std::vector<ring::Step, std::allocator<ring::Step> >::reserve(unsigned long)",
               "std::__cxx11::basic_string<char>::_M_assign(std::__cxx11::basic_string<char> const&)",
@@ -47,3 +47,28 @@ def test_calls_read_with_compressed_names(tmp_path):
         ("ring::WorkQueue::push(y)", "ring::Communicator::prepare(z)", 3),
         ("ring::RingBackend::run(x)", "ring::WorkQueue::push(y)", 2),
     ]
+
+
+def _file_of(owner):
+    return lambda name: owner.get(name)
+
+
+def test_a_call_through_library_code_is_an_edge_between_the_two_files():
+    # backend.cc's push -> std::function's invoker (no file) -> a lambda of backend.cc: no edge;
+    # runner.cc's run -> invoker -> executor.cc's allReduce: an edge, runner -> executor.
+    owner = {"push": "backend.cc", "lambda": "backend.cc", "run": "runner.cc",
+             "allReduce": "executor.cc"}
+    records = [("push", "std::_Function_handler::_M_invoke", 1),
+               ("std::_Function_handler::_M_invoke", "lambda", 1),
+               ("push", "run", 1),
+               ("run", "std::__invoke", 1), ("std::__invoke", "allReduce", 1)]
+    assert call_walk.file_edges(records, _file_of(owner)) == {
+        ("backend.cc", "runner.cc"), ("runner.cc", "executor.cc")}
+    assert call_walk.entered_again({("backend.cc", "runner.cc"),
+                                    ("runner.cc", "executor.cc")}) == []
+
+
+def test_files_that_call_each_other_are_named_once_per_cycle():
+    # a -> b -> c -> a is one cycle of three; d -> e -> d another; a -> d joins none of them.
+    edges = {("a", "b"), ("b", "c"), ("c", "a"), ("a", "d"), ("d", "e"), ("e", "d")}
+    assert call_walk.entered_again(edges) == [("a", "b", "c"), ("d", "e")]

@@ -138,3 +138,30 @@ def test_a_signal_the_dump_cannot_use_fails_set_up_by_name():
             "asked with") in results[1]["message"], results[1]
     assert "rank 1 failed to set up" in results[0]["message"], results[0]
     assert results[0]["elapsed"] < 10.0, results[0]
+
+
+def _shapes_of_the_tensor_forms(ctx):
+    """all_gather_into_tensor and reduce_scatter_tensor, whose inputs and outputs differ in shape,
+    then the two entries of this rank's dump that they made."""
+    import torch
+    import torch.distributed as dist
+    import torch_ring_backend
+
+    n = ctx.world
+    part = torch.zeros(3, dtype=torch.bfloat16)
+    whole = torch.empty(3 * n, dtype=torch.bfloat16)
+    dist.all_gather_into_tensor(whole, part)
+    out = torch.empty(2, 1)
+    dist.reduce_scatter_tensor(out, torch.ones(2 * n, 1))
+    entries = torch_ring_backend.flight_recorder_dump()["entries"][-2:]
+    return [(e["input_sizes"], e["input_dtypes"], e["output_sizes"], e["output_dtypes"])
+            for e in entries]
+
+
+def test_the_dump_lists_inputs_and_outputs_of_the_tensor_forms(pools):
+    # torch's entries list each input tensor's and each output tensor's shape and dtype name
+    # (fr_trace compares them across ranks): a gather's input is one rank's part, its output
+    # the whole; a reduce-scatter's the other way round.
+    for rank, got in enumerate(pools.get(2).run(_shapes_of_the_tensor_forms)):
+        assert got == [([[3]], ["BFloat16"], [[6]], ["BFloat16"]),
+                       ([[4, 1]], ["Float"], [[2, 1]], ["Float"])], f"rank {rank}: {got}"
