@@ -37,6 +37,17 @@ class ScenarioRun:
     def by_rank(self, phase=None):
         return {r["rank"]: r for r in self.results() if r.get("phase") == phase}
 
+    def every_rank(self, world, phase=None):
+        """by_rank(), once each of the `world` ranks has reported: a rank that died before its
+        report (a crash, an exit) fails the test by name, with the exit codes and the output,
+        instead of leaving a loop over the reports with nothing to check."""
+        got = self.by_rank(phase)
+        missing = [r for r in range(world) if r not in got]
+        assert not missing, (f"ranks {missing} reported nothing (exit codes "
+                             f"{[p.returncode for p in self.procs]}); output:\n"
+                             + "\n".join(self.outputs))
+        return got
+
 
 def start(name, world, extra_env=None, timeout_s=3.0, stdin=False):
     """stdin=True: each rank's stdin is a pipe the test can write to (proc.stdin)."""

@@ -240,7 +240,7 @@ def test_a_rank_whose_set_up_fails_ends_the_others_set_up_at_once():
 
 def test_use_after_destroy_is_a_clear_error():
     run = run_scenario("use_after_destroy", 2)
-    for r in run.by_rank().values():
+    for r in run.every_rank(2).values():
         assert r["error"] == "RuntimeError", r
         assert "ring: all_reduce on rank" in r["message"], r
         assert "after the process group was shut down" in r["message"], r
@@ -248,7 +248,7 @@ def test_use_after_destroy_is_a_clear_error():
 
 def test_flight_recorder_lists_last_collectives():
     run = run_scenario("flight_recorder", 2)
-    for r in run.by_rank().values():
+    for r in run.every_rank(2).values():
         entries = r["entries"]
         assert [e["collective"] for e in entries[-2:]] == ["all_reduce", "broadcast"], entries
         assert [e["seq"] for e in entries] == sorted(e["seq"] for e in entries)
@@ -259,7 +259,7 @@ def test_flight_recorder_lists_last_collectives():
 def test_flight_recorder_keeps_torch_fr_buffer_size_entries():
     # TORCH_FR_BUFFER_SIZE is torch's knob for its recorders' length; 6 collectives, 3 kept.
     run = run_scenario("flight_recorder", 2, extra_env={"TORCH_FR_BUFFER_SIZE": "3"})
-    for r in run.by_rank().values():
+    for r in run.every_rank(2).values():
         entries = r["entries"]
         assert len(entries) == 3, entries
         assert [e["collective"] for e in entries] == ["all_reduce", "all_reduce", "broadcast"], entries
@@ -269,7 +269,7 @@ def test_torch_fr_buffer_size_zero_turns_the_flight_recorder_off():
     # torch documents TORCH_FR_BUFFER_SIZE=0 as "off" for its recorder (and NCCL's): the group
     # sets up and runs, and keeps no entries.
     run = run_scenario("flight_recorder", 2, extra_env={"TORCH_FR_BUFFER_SIZE": "0"})
-    for r in run.by_rank().values():
+    for r in run.every_rank(2).values():
         assert r["entries"] == [], r["entries"]
 
 
@@ -285,7 +285,7 @@ def test_debug_logging_info_and_trace(level):
 @pytest.mark.slow
 def test_stress_many_small_collectives_memory_and_files_flat():
     run = run_scenario("stress", 2, limit_s=240, timeout_s=30.0)
-    for r in run.by_rank().values():
+    for r in run.every_rank(2).values():
         assert r["values_ok"], r["problems"]
         assert r["after"]["fds"] <= r["before"]["fds"], r
         assert r["after"]["threads"] <= r["before"]["threads"], r

@@ -44,7 +44,7 @@ def test_gloo_socket_ifname_is_the_fallback():
     for text in run.outputs:
         assert re.search(r"TCP transport listening on 127\.0\.0\.1:\d+ \(interface lo, chosen by "
                          r"GLOO_SOCKET_IFNAME='lo' \(exact names\)\)", text), text
-    assert all(r["ok"] for r in run.by_rank().values()), run.outputs
+    assert all(r["ok"] for r in run.every_rank(2).values()), run.outputs
 
 
 def test_torch_ring_socket_ifname_wins_and_takes_a_list():
@@ -53,14 +53,14 @@ def test_torch_ring_socket_ifname_wins_and_takes_a_list():
     for text in run.outputs:
         assert re.search(r"listening on 127\.0\.0\.1:\d+ \(interface lo, chosen by "
                          r"TORCH_RING_SOCKET_IFNAME='nosuchif1,lo'\)", text), text
-    assert all(r["ok"] for r in run.by_rank().values()), run.outputs
+    assert all(r["ok"] for r in run.every_rank(2).values()), run.outputs
 
 
 def test_an_interface_spec_that_matches_nothing_fails_set_up_with_the_interfaces():
     run = run_scenario("secret", 2, timeout_s=60.0,
                        extra_env={"TORCH_RING_TRANSPORT": "tcp", "RING_TEST_SECRETS": ",",
                                   "TORCH_RING_SOCKET_IFNAME": "=nosuchif"})
-    for r in run.by_rank().values():
+    for r in run.every_rank(2).values():
         assert r["error"] is not None, r
         assert "TORCH_RING_SOCKET_IFNAME='=nosuchif' matches no interface" in r["message"], r
         assert "lo (127.0.0.1)" in r["message"], r
