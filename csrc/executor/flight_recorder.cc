@@ -50,7 +50,7 @@ void CallDetail::appendTo(std::string& out) const {
   if (note != nullptr) out += note;
 }
 
-std::string CallDetail::str() const {
+std::string CallDetail::asText() const {
   std::string out;
   appendTo(out);
   return out;

@@ -55,7 +55,7 @@ struct CallDetail {
   const char* note = nullptr;   // static text, last: " (CUDA, staged through host memory)"
 
   void appendTo(std::string& out) const;
-  std::string str() const;
+  std::string asText() const;  // appendTo into a fresh string
 };
 
 struct FlightEntry {

@@ -115,18 +115,18 @@ TEST(FlightRecorder, ANewCapacityKeepsTheNewestEntriesInOrder) {
 // The words of an entry, as the collectives' messages and docs/observability.md write them
 // ("1000 x float32, op SUM"), from the parts a call keeps instead of a string.
 TEST(FlightRecorder, AnEntrysDetailReadsAsTheCallsWords) {
-  EXPECT_EQ(CallDetail::counted(1000, "float32", "SUM").str(), "1000 x float32, op SUM");
-  EXPECT_EQ(CallDetail::counted(7, "int64", nullptr, 3).str(), "7 x int64, root 3");
-  EXPECT_EQ(CallDetail::counted(0, "bfloat16", "MAX", 0).str(), "0 x bfloat16, op MAX, root 0");
-  EXPECT_EQ(CallDetail::counted(12, "uint8").str(), "12 x uint8");
+  EXPECT_EQ(CallDetail::counted(1000, "float32", "SUM").asText(), "1000 x float32, op SUM");
+  EXPECT_EQ(CallDetail::counted(7, "int64", nullptr, 3).asText(), "7 x int64, root 3");
+  EXPECT_EQ(CallDetail::counted(0, "bfloat16", "MAX", 0).asText(), "0 x bfloat16, op MAX, root 0");
+  EXPECT_EQ(CallDetail::counted(12, "uint8").asText(), "12 x uint8");
   CallDetail staged = CallDetail::counted(5, "float16", "AVG");
   staged.note = " (CUDA, staged through host memory)";
-  EXPECT_EQ(staged.str(), "5 x float16, op AVG (CUDA, staged through host memory)");
+  EXPECT_EQ(staged.asText(), "5 x float16, op AVG (CUDA, staged through host memory)");
   CallDetail then = CallDetail::counted(8, "float32");
   then.text = " in, 16 out";
-  EXPECT_EQ(then.str(), "8 x float32 in, 16 out");
-  EXPECT_EQ(CallDetail("3 tensors").str(), "3 tensors");
-  EXPECT_EQ(CallDetail().str(), "");
+  EXPECT_EQ(then.asText(), "8 x float32 in, 16 out");
+  EXPECT_EQ(CallDetail("3 tensors").asText(), "3 tensors");
+  EXPECT_EQ(CallDetail().asText(), "");
   // Written into a reused entry: nothing of the previous call's words is left.
   FlightRecorder r(1);
   r.recordQueued(0, "all_reduce", CallDetail::counted(123456789, "float64", "PREMUL_SUM", 12));
