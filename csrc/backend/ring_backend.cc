@@ -14,6 +14,7 @@
 #include "common/env.h"
 #include "common/errors.h"
 #include "common/logging.h"
+#include "common/phase_probe.h"
 #ifdef RING_WITH_CUDA
 #include "backend/cuda_collectives.h"
 #include "backend/cuda_sync.h"
@@ -105,7 +106,9 @@ c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, H
   task.inputs = std::move(call.inputs);
   task.outputs = std::move(call.outputs);
   auto work = task.work;
+  RING_PHASE(3, "task and Work built");
   queue_->push(std::move(task));
+  RING_PHASE(14, "back from the runner");
   return work;
 }
 
@@ -115,6 +118,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::run(const CheckScope& s, HostCall ca
   if (estimating_.load(std::memory_order_relaxed)) return estimated(call);
   if (!anyCuda(call.inputs) && !anyCuda(call.outputs)) {
     if (coalescer_.active()) return coalescer_.hold(rank_, s.collective, std::move(call));
+    RING_PHASE(2, "log scope, connection check");
     return push(s.collective, seq_++, std::move(call), nullptr, /*callerMayRun=*/true);
   }
 #ifdef RING_WITH_CUDA
@@ -149,6 +153,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::run(const CheckScope& s, HostCall ca
 
 c10::intrusive_ptr<c10d::Work> RingBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                       const c10d::AllreduceOptions& opts) {
+  RING_PHASE(0, "torch and Python, wait() to the next all_reduce");
   CheckScope s{"all_reduce", rank_, size_};
   if (tensors.size() == 1 && tensors[0].defined() && tensors[0].is_sparse()) {
     const at::Tensor sparse = tensors[0];
@@ -171,6 +176,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allreduce(std::vector<at::Tensor>& t
     return started(cuda->allReduce(s, t, d, op, factor, seq_++, effectiveTimeout(opts.timeout)));
   }
 #endif
+  RING_PHASE(1, "argument checks");
   return run(s, {c10d::OpType::ALLREDUCE, countDetail(t.numel(), d, op), {t}, {t}, opts.timeout,
                  nullptr, AllReduceKey{d, op, factor},
                  CollectiveArgs::allReduce(t.numel(), d, op, factor)});

@@ -7,6 +7,7 @@
 #include "common/env.h"
 #include "common/errors.h"
 #include "common/logging.h"
+#include "common/phase_probe.h"
 #include "common/thread_name.h"
 
 namespace ring {
@@ -90,10 +91,13 @@ void WorkQueue::push(Task&& task) {
     // still there (stop() is not past its first step), and announcements go out in the order
     // the calls are queued.
     group_.announceIssued(task.call.seq + 1);
+    RING_PHASE(4, "queue lock, announcement");
     RING_ASSERT(task.body || task.collective, task.name, " (sequence ", task.call.seq,
                 ") was queued with nothing to run");
     if (task.collective) task.prepared = group_.prepare(*task.collective, task.call.seq);
+    RING_PHASE(5, "plan prepared");
     id = record(task);
+    RING_PHASE(6, "flight recorder entry");
     const bool callerMay = task.callerMayRun && task.bytes <= env().inlineBytes;
     if (!callerMay || !queue_.empty() || holder_ != Holder::Nobody) {
       task.work->setRunner(weak_from_this());
@@ -105,9 +109,12 @@ void WorkQueue::push(Task&& task) {
     // and asks, outside the lock (it may wait a little for the peers).
     holder_ = Holder::Caller;
   }
+  RING_PHASE(7, "queue unlock");
   if (callerRuns(task)) {
+    RING_PHASE(9, "peers awaited (their messages or announcements)");
     const std::exception_ptr error = run(id, task, "caller");  // no hand-off (see the top)
     releaseThenComplete(task, error);
+    RING_PHASE(13, "group released, Work completed");
     return;
   }
   {
@@ -132,6 +139,7 @@ bool WorkQueue::callerRuns(Task& task) {
       if (group_.post(*task.prepared, firstData(task.inputs), firstData(task.outputs))) {
         posted = &*task.prepared;
       }
+      RING_PHASE(8, "message posted ahead");
     } catch (...) {
       return true;
     }
@@ -245,6 +253,7 @@ void WorkQueue::loop() {
 std::exception_ptr WorkQueue::run(uint64_t id, Task& task, const char* thread) {
   const auto start = std::chrono::steady_clock::now();
   recorder_.markStarted(id, thread, start);
+  RING_PHASE(10, "start time, recorder marked");
   // The group writes the plan it chose here (CallInfo::plan), for the recorder.
   const char* plan = nullptr;
   task.call.plan = &plan;
@@ -268,6 +277,7 @@ std::exception_ptr WorkQueue::run(uint64_t id, Task& task, const char* thread) {
   } catch (...) {
     error = std::current_exception();
   }
+  RING_PHASE(11, "the collective");
   const auto end = std::chrono::steady_clock::now();
   const double ms = std::chrono::duration<double, std::milli>(end - start).count();
   std::string what;
@@ -283,6 +293,7 @@ std::exception_ptr WorkQueue::run(uint64_t id, Task& task, const char* thread) {
   task.call.plan = nullptr;
   task.call.prepared = nullptr;
   ends_.finished(task.work->retrieveOpType(), task.call.seq, start, end, error);
+  RING_PHASE(12, "end time, recorder, call ends");
   return error;
 }
 
@@ -298,10 +309,13 @@ RingWork::RingWork(int rank, c10d::OpType type, uint64_t seq, std::vector<at::Te
 bool RingWork::isCompleted() { return c10d::Work::isCompleted(); }
 
 bool RingWork::wait(std::chrono::milliseconds timeout) {
+  RING_PHASE(15, "torch's return path, to wait()");
   if (!c10d::Work::isCompleted()) {
     if (std::shared_ptr<WorkQueue> runner = runner_.lock()) runner->waiting(*this, timeout);
   }
-  return c10d::Work::wait(timeout);
+  const bool done = c10d::Work::wait(timeout);
+  RING_PHASE(16, "wait()");
+  return done;
 }
 bool RingWork::isSuccess() const { return c10d::Work::isSuccess(); }
 std::exception_ptr RingWork::exception() const { return c10d::Work::exception(); }

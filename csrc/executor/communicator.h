@@ -107,6 +107,8 @@ class Communicator {
   // A call as data (prepared_call.h): plans it once, for sequence `seq`, as the collective would
   // when it runs. Cheap, waits for nothing, and the same on every rank.
   PreparedCall prepare(const CollectiveArgs& args, uint64_t seq) const;
+  // The group's choice of how to copy into shared memory (copy_choice.h), for tests and logs.
+  const CopyChoice& copyChoice() const { return copyChoice_; }
   // Runs prepared call `p` over `input` and `output` (an all_reduce, broadcast and reduce run
   // in place on `output`; a barrier uses neither), as its collective's function below would.
   void run(const PreparedCall& p, const void* input, void* output, const CallInfo& c);
@@ -174,6 +176,8 @@ class Communicator {
   WaitContext waitContext(const Fingerprint& fp, const CallInfo& c);
 
  private:
+  // run's switch: the prepared call to its collective's function.
+  void dispatch(const PreparedCall& p, const void* input, void* output, const CallInfo& planned);
   // Runs one call whose messages carry `fp`, under plan `plan` (its name, for c.plan).
   template <typename Body>
   void guarded(const Fingerprint& fp, const char* plan, const CallInfo& c, Body&& body);
@@ -223,6 +227,10 @@ class Communicator {
   std::vector<char> staging_;
   // Issue times: collected on the issuing thread (announceIssued), read by report calls.
   IssueTimes issues_;
+  // Whether each call's copies into shared memory stream, measured on the calls themselves:
+  // asked at prepare (issue order, const: the choice is the group's bookkeeping, not its state),
+  // told the trials' times at the end of run.
+  mutable CopyChoice copyChoice_;
 };
 
 }  // namespace ring

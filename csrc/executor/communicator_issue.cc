@@ -67,6 +67,7 @@ PreparedCall Communicator::prepare(const CollectiveArgs& a, uint64_t seq) const 
   p.seq = seq;
   p.fp = makeFingerprint(a.kind, seq, a.count, a.dtype, a.op, a.root);
   const int64_t bytes = a.count * static_cast<int64_t>(elementSize(a.dtype));
+  p.copy = copyChoice_.next(bytes);
   switch (a.kind) {
     case Collective::AllReduce:
     case Collective::AllGather:
@@ -128,6 +129,7 @@ bool Communicator::post(PreparedCall& p, const void* input, void* output) {
   if (a.kind == Collective::AllReduce && a.op == RedOp::PreMulSum) {
     scaleFn(a.dtype)(output, output, a.factor, a.count);
   }
+  transport_->setStreamCopies(p.copy.streams);
   p.box->post(message, bytes, p.fp);
   p.posted = true;
   postedSeq_ = p.seq;
@@ -138,6 +140,19 @@ void Communicator::run(const PreparedCall& p, const void* input, void* output,
                        const CallInfo& c) {
   CallInfo planned = c;
   planned.prepared = &p;
+  transport_->setStreamCopies(p.copy.streams);
+  // A trial of the copy choice is timed (copy_choice.h); a call that throws records nothing.
+  const auto start = p.copy.trial ? Clock::now() : Clock::time_point{};
+  dispatch(p, input, output, planned);
+  if (p.copy.trial) {
+    const double micros = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+    copyChoice_.record(p.copy, p.args.count * static_cast<int64_t>(elementSize(p.args.dtype)),
+                       micros);
+  }
+}
+
+void Communicator::dispatch(const PreparedCall& p, const void* input, void* output,
+                            const CallInfo& planned) {
   const CollectiveArgs& a = p.args;
   switch (a.kind) {
     case Collective::AllReduce:

@@ -28,7 +28,7 @@ void runSteps(StampedSender* next, CheckedReceiver* prev, const std::vector<Step
 
     switch (s.prim) {
       case Prim::Send:
-        if (bytes > 0) std::memcpy(out.payload, src, static_cast<size_t>(bytes));
+        next->copyIn(out.payload, src, bytes);
         break;
       case Prim::RecvReduceSend:
         io.combine(out.payload, in.payload, src, s.count);
@@ -36,7 +36,7 @@ void runSteps(StampedSender* next, CheckedReceiver* prev, const std::vector<Step
       case Prim::RecvReduceCopySend:
         io.combine(dst, in.payload, src, s.count);
         if (io.divide) io.divide(dst, io.divisor, s.count);
-        if (bytes > 0) std::memcpy(out.payload, dst, static_cast<size_t>(bytes));
+        next->copyIn(out.payload, dst, bytes);
         break;
       case Prim::RecvReduceCopy:
         io.combine(dst, in.payload, src, s.count);
@@ -45,7 +45,7 @@ void runSteps(StampedSender* next, CheckedReceiver* prev, const std::vector<Step
       case Prim::RecvCopySend:
         if (bytes > 0) {
           std::memcpy(dst, in.payload, static_cast<size_t>(bytes));
-          std::memcpy(out.payload, in.payload, static_cast<size_t>(bytes));
+          next->copyIn(out.payload, in.payload, bytes);
         }
         break;
       case Prim::Recv:
@@ -101,7 +101,7 @@ void sendBytes(SendLink& link, int myRank, const void* data, int64_t bytes,
   do {
     int64_t chunk = bytes - offset < cap ? bytes - offset : cap;
     void* slot = out.acquire(ctx);
-    if (chunk > 0) std::memcpy(slot, p + offset, static_cast<size_t>(chunk));
+    out.copyIn(slot, p + offset, chunk);
     out.publish(chunk);
     offset += chunk;
   } while (offset < bytes);

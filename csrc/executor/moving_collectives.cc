@@ -144,7 +144,7 @@ void Communicator::allToAll(const void* input, void* output,
         if (!sendDone) {
           int64_t chunk = std::min(cap, sendCounts[to] - sent);
           void* slot = sl.acquire(ctx);
-          if (chunk > 0) std::memcpy(slot, in + sendOffsets[to] + sent, chunk);
+          sl.copyIn(slot, in + sendOffsets[to] + sent, chunk);
           sl.publish(chunk);
           sent += chunk;
           sendDone = sent >= sendCounts[to];

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "common/types.h"
+#include "executor/copy_choice.h"
 #include "executor/plan_choice.h"
 #include "protocol/message_header.h"
 
@@ -71,6 +72,7 @@ struct PreparedCall {
   const char* planName = "ring";  // callPlanName, for the flight recorder
   Mailbox* box = nullptr;
   bool posted = false;
+  CopyChoice::Call copy;  // whether its copies into shared memory stream (copy_choice.h)
 };
 
 }  // namespace ring

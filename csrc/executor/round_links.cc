@@ -27,7 +27,7 @@ void FifoRound::send(const char* blocks, int64_t blockBytes, int64_t bytes, int6
     RING_ASSERT(bytes <= link.capacity(), "a direct message of ", bytes, " bytes in a slot of ",
                 link.capacity());
     void* slot = link.acquire(ctx);
-    if (bytes > 0) std::memcpy(slot, blocks + to * blockBytes, static_cast<size_t>(bytes));
+    link.copyIn(slot, blocks + to * blockBytes, bytes);
     link.publish(bytes);
   }
 }

@@ -10,6 +10,7 @@
 // Messages on a link are delivered in order; a slot's payload is at most capacity() bytes.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -51,6 +52,10 @@ class SendLink {
   virtual void publish() = 0;
   // Messages published on this link so far (read on the sending thread): where a plan sends.
   virtual uint64_t messagesSent() const = 0;
+  // Whether a copy into this link's slots streams past this core's cache
+  // (transport/streaming_copy.h): where the receiver reads the slots themselves from another
+  // core (shared memory) and the group's transport streams (Transport::setStreamCopies).
+  virtual bool streamsCopies() const { return false; }
 };
 
 class RecvLink {
@@ -122,6 +127,13 @@ class Transport {
   virtual void abortLocal(const std::string& reason) = 0;
   virtual std::string describeLink(int peer) const = 0;
 
+  // Whether copies into memory another core reads next (slots, mailbox messages) stream past
+  // the cache (transport/streaming_copy.h): the group's choice for the call it runs now
+  // (executor/copy_choice.h), set before each prepared call on the thread that runs it. Either
+  // way is correct; only the speed differs.
+  virtual void setStreamCopies(bool on) { streamCopies_.store(on, std::memory_order_relaxed); }
+  bool streamCopies() const { return streamCopies_.load(std::memory_order_relaxed); }
+
   // Whether every link of this rank is in shared memory: no thread of the transport moves the
   // data, so a waiter that spins takes CPU time only from the ranks themselves.
   virtual bool onlySharedMemory() const { return false; }
@@ -155,6 +167,9 @@ class Transport {
     (void)ns;
     return false;
   }
+
+ private:
+  std::atomic<bool> streamCopies_{true};
 };
 
 }  // namespace ring

@@ -53,4 +53,11 @@ void MixedTransport::abortLocal(const std::string& reason) {
 
 std::string MixedTransport::describeLink(int peer) const { return route(peer).describeLink(peer); }
 
+void MixedTransport::setStreamCopies(bool on) {
+  // The shared-memory side acts on it; the TCP side's links never stream.
+  Transport::setStreamCopies(on);
+  local_->setStreamCopies(on);
+  remote_->setStreamCopies(on);
+}
+
 }  // namespace ring

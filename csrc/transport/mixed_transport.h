@@ -25,6 +25,7 @@ class MixedTransport : public Transport {
   void markBroken(const std::string& reason) override;
   void abortLocal(const std::string& reason) override;
   std::string describeLink(int peer) const override;
+  void setStreamCopies(bool on) override;
 
  private:
   Transport& route(int peer) const;

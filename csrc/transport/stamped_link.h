@@ -9,14 +9,16 @@
 // the link, so the ring steps, the direct round, the two-level plans, all_to_all and the
 // recursive rounds all number and check messages the same way.
 //
-//   sender:   acquire -> fill payload -> publish(bytes)      (stamps message `step`, then ++)
+//   sender:   acquire -> fill payload (copyIn) -> publish(bytes)      (stamps message `step`, then ++)
 //   receiver: receive(bytes) -> read payload -> release      (checks message `step`, then ++)
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "protocol/message_header.h"
 #include "transport/link.h"
+#include "transport/streaming_copy.h"
 
 namespace ring {
 
@@ -25,13 +27,22 @@ class StampedSender {
   // `firstStep`: the number of this collective's first message on the link (0 unless the
   // collective numbers its rounds itself, as the direct round does).
   StampedSender(SendLink& link, int me, const Fingerprint& fp, int64_t firstStep = 0)
-      : link_(link), me_(me), step_(firstStep), fp_(fp) {}
+      : link_(link), me_(me), step_(firstStep), fp_(fp), streams_(link.streamsCopies()) {}
 
   int64_t capacity() const { return link_.capacity(); }
   // Waits (bounded by ctx) for a free slot; its payload is the caller's to fill.
   void* acquire(const WaitContext& ctx) {
     slot_ = link_.acquire(ctx);
     return slot_.payload;
+  }
+  // Copies `bytes` into the acquired slot's payload: streamed where the link says so
+  // (streaming_copy.h; its fence orders the bytes before publish's stores).
+  void copyIn(void* payload, const void* from, int64_t bytes) const {
+    if (streams_) {
+      copyForPeer(payload, from, static_cast<size_t>(bytes));
+    } else if (bytes > 0) {
+      std::memcpy(payload, from, static_cast<size_t>(bytes));
+    }
   }
   // Stamps the acquired slot as the next message, `bytes` long, and hands it to the receiver.
   void publish(int64_t bytes) {
@@ -44,6 +55,7 @@ class StampedSender {
   const int me_;
   int64_t step_;
   const Fingerprint fp_;
+  const bool streams_;  // the link's streamsCopies(), asked once per collective
   OutSlot slot_{nullptr, nullptr};
 };
 

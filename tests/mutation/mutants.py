@@ -878,4 +878,31 @@ MUTANTS = [
            "CpuBinding.*",
            why="a group made after the binding counts one CPU for the machine's ranks and "
                "spins 50 us with a yield per look where each rank has a core"),
+    # The copy into a slot or mailbox another core reads (transport/streaming_copy.h).
+    Mutant("streaming_copy_drops_its_tail", "csrc/transport/streaming_copy.h",
+           "    std::memcpy(d + i, s + i, bytes - i);", "", "cpp",
+           "StreamingCopy.*:*CommunicatorInWorld.*", quick=True,
+           why="a streamed copy whose length is no multiple of 16 leaves its last bytes out: "
+               "slots and mailbox messages of such sizes arrive with stale bytes"),
+    Mutant("streaming_copy_ignores_the_alignment", "csrc/transport/streaming_copy.h",
+           "    const size_t head = (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15;",
+           "    const size_t head = 0;", "cpp", "StreamingCopy.*",
+           why="movntdq to a destination off a 16-byte boundary (a fault) where the slot's "
+               "payload is not aligned"),
+    Mutant("mailbox_streamed_from_the_wrong_place", "csrc/transport/shm/shm_mailbox.cc",
+           "    copyForPeer(payload(h, bytes), data, static_cast<size_t>(bytes));",
+           "    copyForPeer(payload(h, bytes), static_cast<const char*>(data) + 64, "
+           "static_cast<size_t>(bytes));", "py",
+           "tests/python/test_all_reduce.py -x -q -k float32",
+           why="the mailbox round's message of 4 KiB and more comes from 64 bytes past the "
+               "tensor: every rank sums wrong values"),
+    Mutant("copy_choice_keeps_the_slower", "csrc/executor/copy_choice.cc",
+           "    c.streams = c.best[1] <= c.best[0];", "    c.streams = c.best[1] >= c.best[0];",
+           "cpp", "CopyChoice.*", quick=True,
+           why="the group's copies follow the method its trials found slower"),
+    Mutant("copy_choice_trials_never_timed", "csrc/executor/communicator_issue.cc",
+           "  if (p.copy.trial) {\n    const double micros", "  if (false) {\n    const double micros",
+           "cpp", "CopyChoice.*:CommunicatorCopyChoice.*", quick=True,
+           why="the trials run but their times never reach the choice: a machine where cached "
+               "copies are faster streams for good"),
 ] + HOST_MUTANTS + CUDA_MUTANTS + BENCH_MUTANTS + SPIN_MUTANTS

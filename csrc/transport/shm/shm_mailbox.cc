@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/errors.h"
+#include "transport/streaming_copy.h"
 #include "transport/wait.h"
 
 namespace ring {
@@ -65,8 +66,14 @@ void ShmMailbox::post(const void* data, int64_t bytes, const Fingerprint& fp) {
     if (bytes > 0) std::memcpy(&w[kInlineWord], data, static_cast<size_t>(bytes));
   } else {
     // Plain bytes: no reader looks at them before it has acquired this round's tag, and none
-    // is still reading the round before last (link.h).
-    std::memcpy(payload(h, bytes), data, static_cast<size_t>(bytes));
+    // is still reading the round before last (link.h). Streamed where the group chose to
+    // (Transport::setStreamCopies; the peer read these lines two rounds ago:
+    // streaming_copy.h), the copy's fence ordering them before the tag's store below.
+    if (owner_->streamCopies()) {
+      copyForPeer(payload(h, bytes), data, static_cast<size_t>(bytes));
+    } else {
+      std::memcpy(payload(h, bytes), data, static_cast<size_t>(bytes));
+    }
   }
   // relaxed: the tag's release store below orders them for the readers.
   for (int k = 0; k < MailboxHead::kWords; ++k) h->word[k].store(w[k], std::memory_order_relaxed);

@@ -17,6 +17,8 @@ namespace ring {
 
 // ---- links -----------------------------------------------------------------------------------
 
+bool ShmSendLink::streamsCopies() const { return owner_->streamCopies(); }
+
 OutSlot ShmSendLink::slotAt(uint64_t index) const {
   char* base = slots_ + (index % static_cast<uint64_t>(geometry_.slots)) * geometry_.slotStride();
   return OutSlot{reinterpret_cast<MessageHeader*>(base), base + sizeof(MessageHeader)};

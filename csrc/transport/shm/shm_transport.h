@@ -30,6 +30,7 @@ class ShmSendLink : public SendLink {
   bool tryAcquire(OutSlot* slot) override;
   void publish() override;
   uint64_t messagesSent() const override { return sent_; }
+  bool streamsCopies() const override;
 
  private:
   OutSlot slotAt(uint64_t index) const;
