@@ -76,9 +76,13 @@ if [ $# -ne 1 ]; then
 fi
 mkdir -p "$1"
 OUT=$(cd "$1" && pwd)
+# Every phase writes here; the EXIT trap hands back what fits (scripts/gpu_check_gather.sh: at
+# most 7 files and one archive of all, as the GPU machine returns 8 files at most).
+LOGS=${GPU_CHECK_LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")}
+mkdir -p "$LOGS"
 START=$(date +%s)
 DEADLINE=$((START + ${GPU_CHECK_SECONDS:-$PLAN_PREBUILT}))
-PHASES="$OUT/.phases"
+PHASES="$LOGS/.phases"
 : > "$PHASES"
 # Threads as ranks on one GPU: with CUDA's default of 8 hardware queues, torch's 32+ pooled
 # streams share them, and one rank's blocked event record can sit in front of another rank's
@@ -92,7 +96,8 @@ budget() {
   [ "$left" -lt 5 ] && left=5
   [ "$1" -lt "$left" ] && echo "$1" || echo "$left"
 }
-trap '"$PY" scripts/gpu_check_summary.py "$OUT"' EXIT
+# The summary (also on stdout, which the GPU tool's reply shows), then what comes back.
+trap '"$PY" scripts/gpu_check_summary.py "$LOGS"; bash scripts/gpu_check_gather.sh "$LOGS" "$OUT"' EXIT
 
 # ---- 1. probe --------------------------------------------------------------------------------
 note "probe"
@@ -105,7 +110,7 @@ timeout "$(budget $CAP_PROBE)" bash -c '
   echo "compute mode: $(nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>&1 | head -1)"
   nvidia-smi 2>&1 | head -15
   "$PY" scripts/gpu_probe.py --device cuda --wait 20
-' _ "$PY" > "$OUT/probe.log" 2>&1
+' _ "$PY" > "$LOGS/probe.log" 2>&1
 note "probe exit $?"
 
 # ---- 2. the module: prebuilt when it matches this machine, else built here --------------------
@@ -113,7 +118,7 @@ if prebuilt_usable; then
   note "module: prebuilt for $here ($(awk '$1=="commit"{print $2}' "$PREBUILT/BUILD_INFO"))"
   timeout "$(budget $CAP_MODULE_PREBUILT)" bash -c "
     cp '$PREBUILT'/_C*.so '$PREBUILT'/_C.torch_version torch_ring_backend/ &&
-    cat '$PREBUILT/BUILD_INFO'" > "$OUT/build.log" 2>&1
+    cat '$PREBUILT/BUILD_INFO'" > "$LOGS/build.log" 2>&1
   rc=$?
 else
   if [ -n "$built_for" ]; then
@@ -127,18 +132,18 @@ else
     cmake -S . -B '$BUILD' -G Ninja -DPython_EXECUTABLE='$(command -v "$PY")' -DRING_CUDA=ON \
       -DRING_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=Release &&
     cmake --build '$BUILD' --target _C -j '${MAX_JOBS:-16}' &&
-    cp '$BUILD'/_C*.so '$BUILD'/_C.torch_version torch_ring_backend/" > "$OUT/build.log" 2>&1
+    cp '$BUILD'/_C*.so '$BUILD'/_C.torch_version torch_ring_backend/" > "$LOGS/build.log" 2>&1
   rc=$?
 fi
 note "module exit $rc"
 if [ $rc -ne 0 ]; then
-  tail -25 "$OUT/build.log" | tee -a "$PHASES"
+  tail -25 "$LOGS/build.log" | tee -a "$PHASES"
   exit 1
 fi
 export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
-if ! "$PY" -c "import torch_ring_backend" >> "$OUT/build.log" 2>&1; then
+if ! "$PY" -c "import torch_ring_backend" >> "$LOGS/build.log" 2>&1; then
   note "import failed"
-  tail -5 "$OUT/build.log" >> "$PHASES"
+  tail -5 "$LOGS/build.log" >> "$PHASES"
   exit 1
 fi
 
@@ -152,9 +157,9 @@ THREADS="threads_as_ranks"
 test_phase() {
   local label=$1 cap=$2 name=$3 expr=$4
   note "$label"
-  TORCH_RING_DEBUG=INFO bash scripts/gpu_check_pytest.sh "$(budget "$cap")" "$OUT/$name.xml" \
-    "$OUT/$name.log" tests/python/test_cuda.py -k "$expr"
-  note "$label exit $?: $(grep -E '^=+ .*(passed|failed|error|skipped|no tests).* =+$' "$OUT/$name.log" | tail -1)"
+  TORCH_RING_DEBUG=INFO bash scripts/gpu_check_pytest.sh "$(budget "$cap")" "$LOGS/$name.xml" \
+    "$LOGS/$name.log" tests/python/test_cuda.py -k "$expr"
+  note "$label exit $?: $(grep -E '^=+ .*(passed|failed|error|skipped|no tests).* =+$' "$LOGS/$name.log" | tail -1)"
 }
 test_phase "tests" "$CAP_TESTS" tests "not ($MORE_RANKS or $THREADS)"
 test_phase "tests, more ranks" "$CAP_TESTS_MORE" tests_more "$MORE_RANKS"
@@ -162,7 +167,7 @@ test_phase "tests, more ranks" "$CAP_TESTS_MORE" tests_more "$MORE_RANKS"
 # ---- 4. benchmarks --------------------------------------------------------------------------
 note "benchmark: threads as ranks"
 timeout "$(budget $CAP_BENCH)" "$PY" scripts/cuda_threads_bench.py --iters 20 \
-  > "$OUT/bench_threads.log" 2>&1
+  > "$LOGS/bench_threads.log" 2>&1
 note "threads bench exit $?"
 
 # nccl as the reference only where it allows several ranks on one GPU (NCCL >= 2.30 with
@@ -176,7 +181,7 @@ for n in 2 4; do
   note "benchmark: $n processes on cuda:0, reference $REF"
   NCCL_MULTI_RANK_GPU_ENABLE=1 timeout "$(budget $CAP_BENCH)" "$PY" -m torch_ring_backend.bench \
     --device cuda --nproc "$n" -b 64K -e 64M --iters 10 --warmup 2 --reference "$REF" \
-    > "$OUT/bench_procs_$n.log" 2>&1
+    > "$LOGS/bench_procs_$n.log" 2>&1
   note "bench $n processes exit $?"
 done
 

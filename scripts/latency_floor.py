@@ -1,19 +1,29 @@
-"""The small-collective latency check CI runs (issue 26): ring's 4 KiB all_reduce at world 2
-over torch's `fake` process group's (torch's own cost per call: its dispatch and Work objects,
-no data), both timed per call in the same job, alternating in blocks of 100 calls
-(torch-ring-bench --latency); the median over five separate jobs. A core of this shared
-machine runs at about half speed for seconds at a time, and a collective runs at the speed of
-its slowest rank's core while fake, which couples no ranks, runs at each rank's own: so ring's
-median is divided by the slowest rank's fake median. That cancels what moves every backend
-alike (MPI's own 4 KiB median ranges 1.7-5.4 us here), so the ceiling can sit close enough to
-catch ring's own slow path coming back: every call handed to the worker thread (two thread
-wake-ups) instead of run on the caller's. Open MPI's figure is printed beside it where mpi4py
-is installed, not judged.
+"""The small-collective latency check CI runs (issues 26 and 67): ring's own share of a 4 KiB
+all_reduce at world 2 (its median minus the slowest rank's median of torch's `fake` process
+group, which is torch's own cost per call: dispatch and Work, no data) over the larger of two
+references' whole call in the same job: that `fake` median, and Open MPI's 4 KiB all_reduce
+(mpi4py, alternating jobs). The median over five separate jobs, each job's own ratio.
+
+Why this form: the project's machines come in kinds whose costs differ in opposite ways. On the
+AMD EPYC VM whose cores share no cache, torch's `fake` call costs 7 us and MPI's 2-7; on an
+Intel Xeon whose cores share an L3, `fake` 3.2 us and MPI 3.8; on a Zen 5 EPYC with a shared
+L3, `fake` 4.2 and MPI 2.1. Ring over `fake` alone (the earlier form, ceiling 2.0) measured 1.90
+on the Xeon: one noisy run from failing there, while it had room on the EPYC it was tuned on.
+Over the larger of the two, ring's share is held to what one whole call of either reference
+costs on that machine in that job: never stricter than the earlier form (the denominator is at
+least `fake`'s), and both references move with the core's speed of the moment (a core of these
+shared machines runs at about half speed for seconds at a time). What it must catch is ring's
+own slow path coming back: every call handed to the worker thread (two thread wake-ups), the
+mutant small_calls_never_run_here. Measured on the Zen 5 EPYC (2026-12-06, five jobs): ring 0.51
+(jobs 0.42-0.60), the mutant 2.04 (1.86-3.49). From the earlier figures of the other kinds
+(their `fake` the larger reference): the Zen 2 EPYC's ring/fake of 1.45-1.58 and mutant's
+2.24-2.67 give 0.45-0.58 and 1.24-1.67; the Xeon's issue figures (ring 6.0, fake 3.2, MPI 3.8
+us) give 0.74.
 
     python3 scripts/latency_floor.py       # exit 0: the ratio is under its ceiling
 
 A ratio over its ceiling is measured again, up to ATTEMPTS runs in all, and fails only if it
-fails in every run.
+fails in every run. Without mpi4py the denominator is `fake`'s alone (the earlier form).
 """
 import importlib.util
 import json
@@ -26,12 +36,10 @@ import tempfile
 
 ATTEMPTS = 3
 JOBS = 5
-# Ring over fake, median of JOBS jobs' ratios. Measured on this 2-core kind (2026-12-06, fake
-# 7.2 us): 1.45-1.58; with every call on the worker thread (the mutant
-# small_calls_never_run_here) 2.24-2.67, which the earlier ceiling of 2.7 (set when ring's own
-# ratio was 1.8-2.1 and the mutant's 3.3) let pass. 2.0 sits between the two with room on each
-# side; an unlucky run is measured again (ATTEMPTS).
-CEILING = 2.0
+# Ring's share over the larger reference call, median of JOBS jobs' ratios (the top's figures:
+# 0.45-0.74 for ring on three kinds of machine, 1.24 and more for the mutant). 1.0 sits between
+# with room on each side; an unlucky run is measured again (ATTEMPTS).
+CEILING = 1.0
 
 
 def run_once(references):
@@ -53,23 +61,36 @@ def median_of(jobs, backend):
     return statistics.median(statistics.median(job[backend]["4096"]) for job in jobs)
 
 
+def share_ratio(job):
+    """One job's ring share over the larger reference call (see the top)."""
+    ring = statistics.median(job["ring"]["4096"])
+    fake = job["fake_slowest_median"]["4096"]
+    reference = max(fake, statistics.median(job["mpi"]["4096"])) if "mpi" in job else fake
+    return (ring - fake) / reference
+
+
 def main():
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from torch_ring_backend.bench.machine import describe
     references = ["fake"]
     if importlib.util.find_spec("mpi4py") is not None and shutil.which("mpirun"):
         references.append("mpi")
+    print(f"latency_floor: machine: {describe()}", flush=True)
     for attempt in range(1, ATTEMPTS + 1):
         jobs = run_once(references)
-        ratio = statistics.median(statistics.median(job["ring"]["4096"]) /
-                                  job["fake_slowest_median"]["4096"] for job in jobs)
+        ratio = statistics.median(share_ratio(job) for job in jobs)
+        over_fake = statistics.median(statistics.median(job["ring"]["4096"]) /
+                                      job["fake_slowest_median"]["4096"] for job in jobs)
         mpi = f", mpi {median_of(jobs, 'mpi'):.1f} us" if "mpi" in references else ""
         print(f"latency_floor: run {attempt}: ring {median_of(jobs, 'ring'):.1f} us, fake "
-              f"{median_of(jobs, 'fake'):.1f} us{mpi}; ring/fake {ratio:.2f} (ceiling {CEILING})",
+              f"{median_of(jobs, 'fake'):.1f} us{mpi}; ring/fake {over_fake:.2f}; ring's share "
+              f"over the larger of {' and '.join(references)} {ratio:.2f} (ceiling {CEILING})",
               flush=True)
         if ratio <= CEILING:
             print("latency_floor: PASS")
             return 0
-    print(f"latency_floor: FAIL: ring's 4 KiB all_reduce over fake's stayed above {CEILING}x "
-          f"in {ATTEMPTS} runs")
+    print(f"latency_floor: FAIL: ring's share of a 4 KiB all_reduce stayed above {CEILING}x the "
+          f"larger reference call in {ATTEMPTS} runs")
     return 1
 
 

@@ -59,6 +59,9 @@ def main():
     references = ["gloo"]
     if importlib.util.find_spec("mpi4py") is not None:
         references.append("mpi")
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from torch_ring_backend.bench.machine import describe
+    print(f"perf_floor: machine: {describe()}", flush=True)
     floors = [f for f in FLOORS if f[2] in references]
     sizes = [b for _, b, _, _ in floors]
     failing = floors

@@ -116,8 +116,12 @@ for torch in "${WANT[@]}"; do
     mkdir -p "$tree-gpu/build" && cp -r build/gpu-prebuilt "$tree-gpu/build/"
     (cd "$tree-gpu" && PYTHON="$vpy" GPU_CHECK_SECONDS=300 bash scripts/gpu_check.sh "$ROOT/$gdir") \
       >> "$log" 2>&1
-    if ! grep -q "module: prebuilt for" "$gdir/.phases" || grep -q "building" "$gdir/.phases" ||
-       ! grep -q "module exit 0" "$gdir/.phases"; then
+    # What comes back from the GPU machine: at most 8 files (scripts/gpu_check_gather.sh).
+    returned=$(find "$gdir" -type f | wc -l)
+    echo "   gpu_check dry run: $returned file(s) in its OUT: $(ls "$gdir" | tr '\n' ' ')"
+    if ! grep -q "module: prebuilt for" "$gdir/phases.log" || grep -q "building" "$gdir/phases.log" ||
+       ! grep -q "module exit 0" "$gdir/phases.log" || [ "$returned" -gt 8 ] ||
+       ! tar -tzf "$gdir/all_logs.tar.gz" | grep -q "tests.xml"; then
       ok=0
     fi
     sed -n '1,40p' "$gdir/summary.log" | sed 's/^/   /'

@@ -143,6 +143,8 @@ EnvKnobs readEnvKnobs() {
   k.socketFamily = readSocketFamily();
   k.cpuIsa = readCpuIsa();
   k.cpuBind = readCpuBind();
+  k.cpuSysfs = readString("TORCH_RING_CPU_SYSFS");
+  if (k.cpuSysfs.empty()) k.cpuSysfs = knobInfo("TORCH_RING_CPU_SYSFS").defaultText;
   k.masterAddr = readString("MASTER_ADDR");
   return k;
 }

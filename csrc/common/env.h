@@ -97,6 +97,10 @@ struct EnvKnobs {
   // creates the process's first group (the one that runs its small collectives) to a CPU of
   // its own among the host's ranks, as mpirun --bind-to core does (common/cpu_binding.h).
   std::string cpuBind;
+  // TORCH_RING_CPU_SYSFS = the kernel's CPU tree (default /sys/devices/system/cpu): where set-up
+  // reads which last-level cache each rank's CPUs use (common/cache_topology.h). Tests point it
+  // at a made-up tree.
+  std::string cpuSysfs;
   // MASTER_ADDR (set by torchrun, not ours; read only to pick the default interface above).
   std::string masterAddr;
 };

@@ -52,6 +52,7 @@ const std::vector<KnobInfo>& knobTable() {
       words("TORCH_RING_NET_LINK", "25e-6,1.25e9", S::EveryRankAlike),
       words("TORCH_RING_CPU_ISA", "auto", S::PerRank),
       words("TORCH_RING_CPU_BIND", "none", S::PerRank),
+      words("TORCH_RING_CPU_SYSFS", "/sys/devices/system/cpu", S::PerRank),
       integer("TORCH_RING_CUDA_KERNELS", "1", S::EveryRankAlike, 1, 0, 1),
       integer("TORCH_RING_CUDA_CHANNELS", "16", S::EveryRankAlike, 16, 1, 32),
       integer("TORCH_RING_CUDA_SLOTS", "8", S::EveryRankAlike, 8, 2, 64),

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "common/cpu_binding.h"
 #include "common/env.h"
 #include "common/errors.h"
 #include "common/logging.h"
@@ -66,6 +67,11 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   spinMicros_ = spin.micros;
   ownCore_ = spin.ownCore;
   if (env().cpuBind == "core") bindToCore(placement.machineIndex, localRanks);
+  // After the binding: a bound rank's caches are its one CPU's.
+  if (size > 1) {
+    copyChoice_.startWith(chooseCopyStart(store, rank, size, placement.shmDomainOf,
+                                          env().cpuSysfs, threadCpus(), opts.timeout));
+  }
   // What the plan of a call depends on besides the knobs: the group, its memory, its mailboxes.
   plans_.ranks = size;
   plans_.oneSharedMemory = size > 1 && transport_->onlySharedMemory();

@@ -16,6 +16,17 @@ int CopyChoice::sizeClassOf(int64_t bytes) {
   return c;
 }
 
+void CopyChoice::startWith(bool streams) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (SizeClass& c : classes_) c.streams = streams;
+  start_ = streams;
+}
+
+bool CopyChoice::startsStreamed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return start_;
+}
+
 CopyChoice::Call CopyChoice::next(int64_t bytes) {
   Call call;
   call.sizeClass = sizeClassOf(bytes);

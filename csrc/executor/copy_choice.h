@@ -15,9 +15,12 @@
 // so the ranks time the same calls done the same way; the rest follow the method whose fastest
 // trial took less time per byte. The fastest of a few, because a trial's time includes waiting
 // for a late peer, which only adds. Costs: kTrials / kPeriod of a class's calls done the slower
-// way (0.6%). A class's first kFirstTrial calls stream, before any trial: the first calls of a
-// size touch fresh buffers and a cold cache, no measure of the copy (and a benchmark of fewer
-// calls per size than that measures streaming alone).
+// way (0.6%). A class's first kFirstTrial calls, before any trial, follow the group's start
+// method (startWith): the first calls of a size touch fresh buffers and a cold cache, no measure
+// of the copy. The start is read from the machine at set-up (executor/group_setup.h,
+// chooseCopyStart: cached where this host's ranks share one last-level cache, streamed
+// elsewhere), so a short benchmark, or a job whose sizes vary and never reaches a class's
+// trials, copies the way the cores are laid out from its first call.
 #pragma once
 
 #include <array>
@@ -40,6 +43,9 @@ class CopyChoice {
     bool trial = false;
   };
 
+  // Before any call: the method every class follows until its trials decide (default: streamed).
+  void startWith(bool streams);
+  bool startsStreamed() const;
   // The choice for the next call of `bytes` (issue order: every rank asks for the same calls).
   Call next(int64_t bytes);
   // A call done as chosen took `micros` for `bytes`: only trials count.
@@ -63,6 +69,7 @@ class CopyChoice {
   };
   mutable std::mutex mutex_;  // next() on the issuing thread, record() on the one that ran it
   std::array<SizeClass, kClasses> classes_{};
+  bool start_ = true;
 };
 
 }  // namespace ring

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/cache_topology.h"
 #include "common/cpu_binding.h"
 #include "common/env.h"
 #include "common/errors.h"
@@ -58,6 +59,37 @@ void bindToCore(int machineIndex, int localRanks) {
   bool bound = false;
   const std::string what = processCpuBinder().bindOnce(machineIndex, localRanks, &bound);
   RING_LOG(bound ? kLogInfo : kLogWarn, what);
+}
+
+// Why from the machine and not only from the trials: a class's trials start at its 64th call,
+// and until then its copies follow the start. Where the cores share a last-level cache, a
+// streamed copy sends every line to memory and the peer fetches it back from there (measured on
+// a Xeon whose two cores share an L3: all_reduce 1-2 MiB a quarter slower than cached for those
+// first calls, issue 67); where they do not, a cached copy pulls each line from the peer's cache
+// first (2x slower on the EPYC VM whose cores share none). A start that fits the machine makes
+// the trials a check instead of a detour.
+bool chooseCopyStart(Store& store, int rank, int size, const std::vector<int>& shmDomainOf,
+                     const std::string& cpuDir, const std::vector<int>& cpus,
+                     std::chrono::milliseconds timeout) {
+  const std::string mine = cacheLine(lastLevelCachesOf(cpuDir, cpus));
+  store.set(strCat("ring/llc/", rank), mine);
+  const std::vector<std::string> lines = readEveryRank(
+      store, rank, size, [](int r) { return strCat("ring/llc/", r); }, mine, timeout);
+  std::vector<std::string> host;
+  std::string seen;
+  for (int r = 0; r < size; ++r) {
+    if (shmDomainOf[static_cast<size_t>(r)] != shmDomainOf[static_cast<size_t>(rank)]) continue;
+    host.push_back(lines[static_cast<size_t>(r)]);
+    seen += strCat(seen.empty() ? "" : ", ", "rank ", r, ": ", lines[static_cast<size_t>(r)]);
+  }
+  if (host.size() < 2) return true;  // no peer shares memory with this rank: nothing to copy
+  const bool shared = shareOneLastLevelCache(host);
+  RING_LOG(kLogInfo, "copies into shared memory start ", shared ? "cached" : "streamed",
+           shared ? " (this host's ranks share one last-level cache: "
+                  : " (this host's ranks do not all run under one last-level cache: ",
+           seen, "; from ", cpuDir, "); timed trials from a size's 64th call confirm or "
+           "correct it");
+  return !shared;
 }
 
 // Every rank publishes its plan settings and compares everyone's with its own, so that ranks

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "transport/store.h"
 
@@ -27,6 +28,15 @@ int usableCores();
 // TORCH_RING_CPU_BIND=core: binds the calling thread to the CPU of the rank at `machineIndex`
 // among this machine's `localRanks`; logged (a warning where it could not).
 void bindToCore(int machineIndex, int localRanks);
+
+// Whether this rank's copies into shared memory start streamed (CopyChoice::startWith): every
+// rank publishes the last-level caches its CPUs `cpus` use (common/cache_topology.h, read
+// under `cpuDir`: TORCH_RING_CPU_SYSFS) and reads the others'; the ranks that share memory with this one
+// (shmDomainOf: the same domain) start cached when they all run under one and the same cache,
+// streamed otherwise, and when nothing could be read. Logged with the caches it saw.
+bool chooseCopyStart(Store& store, int rank, int size, const std::vector<int>& shmDomainOf,
+                     const std::string& cpuDir, const std::vector<int>& cpus,
+                     std::chrono::milliseconds timeout);
 
 // Every rank publishes its plan settings line and compares everyone's with its own: ranks
 // configured differently fail at set-up, each naming a rank that differs.

@@ -75,6 +75,28 @@ TEST(CopyChoice, TheUntriedCallsFollowTheFasterMethodAndSwitchWhenItChanges) {
   EXPECT_FALSE(calls[0].streams);
 }
 
+TEST(CopyChoice, TheStartIsFollowedUntilTheTrialsDecide) {
+  const int64_t bytes = 2 << 20;
+  CopyChoice cached;
+  cached.startWith(false);
+  EXPECT_FALSE(cached.startsStreamed());
+  for (uint64_t i = 0; i < C::kFirstTrial; ++i) {
+    const C::Call call = cached.next(bytes);
+    ASSERT_FALSE(call.trial);
+    ASSERT_FALSE(call.streams) << "call " << i;
+  }
+  // Every class starts so, not only the one asked first.
+  EXPECT_FALSE(cached.streamsNow(4096));
+  EXPECT_FALSE(cached.streamsNow(int64_t{1} << 40));
+  // The trials still run both ways and overrule the start: streamed faster here.
+  CopyChoice corrected;
+  corrected.startWith(false);
+  const std::vector<C::Call> calls = period(corrected, bytes, 100.0, 300.0);
+  EXPECT_TRUE(calls[C::kFirstTrial].trial && calls[C::kFirstTrial].streams);
+  EXPECT_TRUE(corrected.streamsNow(bytes));
+  EXPECT_TRUE(calls[C::kPeriod - 1].streams);
+}
+
 TEST(CopyChoice, ALateTrialDoesNotDecideTheFastestDoes) {
   CopyChoice choice;
   const int64_t bytes = 256 << 10;

@@ -905,4 +905,19 @@ MUTANTS = [
            "cpp", "CopyChoice.*:CommunicatorCopyChoice.*", quick=True,
            why="the trials run but their times never reach the choice: a machine where cached "
                "copies are faster streams for good"),
+    # The copy's start, read from the machine (common/cache_topology.h, chooseCopyStart).
+    Mutant("copy_start_ignores_the_machine", "csrc/executor/group_setup.cc",
+           "  return !shared;", "  return true;", "cpp", "CopyStart.*:CopyChoice.*", quick=True,
+           why="every group starts streamed, as before the tree was read: where the host's "
+               "ranks share an L3 a short job's copies all go through memory (1-16 MiB "
+               "all_reduce 1.5-2.4x slower on a Zen 5 EPYC whose cores share one)"),
+    Mutant("copy_start_a_rank_free_on_two_caches_counts_as_one", "csrc/common/cache_topology.cc",
+           "line == \"?\" || line.empty() || line.find(' ') != std::string::npos",
+           "line == \"?\" || line.empty()", "cpp", "CacheTopology.*:CopyStart.*", quick=True,
+           why="ranks each free to run under two L3s (unbound on a two-CCX EPYC) start cached "
+               "as if they shared one"),
+    Mutant("copy_start_reads_the_instruction_cache", "csrc/common/cache_topology.cc",
+           "    if (!type || *type == \"Instruction\") continue;", "    if (!type) continue;",
+           "cpp", "CacheTopology.*", quick=True,
+           why="an instruction cache above the data caches is taken for the last level"),
 ] + HOST_MUTANTS + CUDA_MUTANTS + BENCH_MUTANTS + SPIN_MUTANTS

@@ -177,3 +177,40 @@ def test_benchmarks_settle_cuda_in_few_calls():
     # Four processes time-slicing one GPU pay up to a slice per hop: 1000 calls would use the
     # benchmark phase's whole cap.
     assert settle_calls("cuda") <= 50 and settle_calls("cuda:0") == settle_calls("cuda")
+
+
+def test_what_comes_back_is_at_most_eight_files_with_the_failing_log_whole(tmp_path):
+    """The GPU machine hands back at most 8 files from $OUT: the check's 13+ logs are gathered
+    into 7 named files and one archive, and the log of a failing test phase is among the
+    named ones, whole, whichever phase it was."""
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    logs.mkdir()
+    every = {".phases": "[0 s] probe\n[3 s] probe exit 0\n", "probe.log": "nvcc: 13.0\n",
+             "build.log": "".join(f"build line {i}\n" for i in range(200)),
+             "smoke.log": "smoke: all_reduce 4 KiB ok\n", "stress.log": "stress: 300 calls\n",
+             "tests.log": "test_cuda.py::test_a PASSED [ 50%]\n== 2 passed in 3.0s ==\n",
+             "tests.xml": GOOD_XML, "tests_more.xml": GOOD_XML, "tests_threads.xml": GOOD_XML,
+             "tests_more.log": "test_cuda.py::test_three_ranks FAILED [100%]\n"
+                               "Traceback: ranks differ at element 7\n== 1 failed in 9.0s ==\n",
+             "tests_threads.log": "test_cuda.py::test_threads_as_ranks PASSED\n",  # cut at its cap
+             "bench_threads.log": "row\n", "bench_procs_2.log": "row\n",
+             "bench_procs_4.log": "row\n", "summary.log": "summary\n"}
+    for name, text in every.items():
+        write(logs, name, text)
+    res = subprocess.run(["bash", os.path.join(SCRIPTS, "gpu_check_gather.sh"), str(logs), str(out)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    back = sorted(os.listdir(out))
+    assert len(back) <= 8, back
+    assert back == sorted(["summary.log", "phases.log", "probe.log", "build_tail.log",
+                           "smoke.log", "stress.log", "failed_tests.log", "all_logs.tar.gz"]), back
+    failed = (out / "failed_tests.log").read_text()
+    assert "Traceback: ranks differ at element 7" in failed
+    assert "======== tests_threads.log" in failed  # no summary line: stopped at its cap
+    assert "======== tests.log" not in failed  # passed
+    assert (out / "build_tail.log").read_text().splitlines() == [f"build line {i}"
+                                                                  for i in range(120, 200)]
+    import tarfile
+    with tarfile.open(out / "all_logs.tar.gz") as tar:
+        names = {os.path.basename(n) for n in tar.getnames()}
+    assert set(every) <= names, set(every) - names

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 
+from .machine import describe
 from .options import PROG, parse_size
 
 DEFAULT_SIZES = "8,64,512,4K,32K,64K"
@@ -284,7 +285,7 @@ def _goal(jobs, rows):
 
 
 def format_summary(summary):
-    lines = []
+    lines = [f"machine: {describe()}"]
     for world, s in summary.items():
         lines.append(f"world {world}: microseconds per all_reduce (float32), over "
                      f"{len(next(iter(s['rows'].values()))['jobs'])} jobs")

@@ -15,6 +15,7 @@ import torch
 import torch_ring_backend
 
 from .cases import COLLECTIVES, is_inplace
+from .machine import describe, machine_kind
 from .measure import ROOFLINE_BYTES, ROOFLINE_REPEATS, Measurement
 from .options import PROG, MiB, _human
 
@@ -79,6 +80,7 @@ def _meta(cfg, world, copy_rates):
         "copy_gbps_memcpy": copy_rates["memcpy"] / 1e9 if "memcpy" in copy_rates else None,
         "torch": torch.__version__, "torch_ring_backend": torch_ring_backend.__version__,
         "host": platform.node(), "cpu": _cpu_model(), "cores": os.cpu_count(),
+        "machine": machine_kind(),
         "time": datetime.datetime.now().isoformat(timespec="seconds"),
     }
 
@@ -131,6 +133,7 @@ class Table:
         ways = f"copy_ {m['copy_gbps_torch']:.2f}"
         if m["copy_gbps_memcpy"] is not None:
             ways += f", memcpy {m['copy_gbps_memcpy']:.2f}"
+        self._out(f"# machine: {describe(m['machine'])}")
         self._out(f"# {m['cpu']}, {m['cores']} cores; "
                   f"memory-copy roofline {m['copy_gbps']:.2f} GB/s: "
                   f"one process copying {ROOFLINE_BYTES // MiB} MiB, best of {ROOFLINE_REPEATS} "
