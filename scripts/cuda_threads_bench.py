@@ -33,6 +33,16 @@ def copy_gbps(nbytes, iters):
     return nbytes / (start.elapsed_time(end) / iters / 1e3) / 1e9
 
 
+def warm_torch_kernels():
+    """The torch kernels the rank threads use (fill, compare, all, copy) loaded on this thread
+    first: torch loads a kernel lazily, and loading it can synchronise the context, which never
+    goes idle while a rank's ring kernel spins waiting for the other rank."""
+    x = torch.ones(4, device="cuda")
+    bool((x == 1).all())
+    torch.empty_like(x).copy_(x)
+    torch.cuda.synchronize()
+
+
 def run_world(world, sizes, iters):
     store = dist.HashStore()
     barrier = threading.Barrier(world)
@@ -51,19 +61,28 @@ def run_world(world, sizes, iters):
             with torch.cuda.stream(stream):
                 for nbytes in sizes:
                     x = torch.ones(nbytes // 4, device="cuda")
+                    stream.synchronize()
+                    # Enqueue, meet, then wait: a rank whose stream waits on its call before
+                    # the other rank has enqueued its kernel can put that wait in front of the
+                    # other's kernel in a hardware queue they share (torch's pool has far more
+                    # streams than CUDA_DEVICE_MAX_CONNECTIONS queues), and neither ever runs.
                     for _ in range(3):
-                        backend.allreduce([x], opts).wait()
+                        work = backend.allreduce([x], opts)
+                        barrier.wait()
+                        work.wait()
                     stream.synchronize()
                     barrier.wait()
                     start = torch.cuda.Event(enable_timing=True)
                     end = torch.cuda.Event(enable_timing=True)
                     start.record(stream)
-                    for _ in range(iters):
-                        backend.allreduce([x], opts).wait()
+                    works = [backend.allreduce([x], opts) for _ in range(iters)]
+                    barrier.wait()
+                    works[-1].wait()  # the ring runs a group's calls in order: the last ends all
                     end.record(stream)
                     end.synchronize()
                     times[nbytes][rank] = start.elapsed_time(end) / iters * 1e3  # us
                     wrong[nbytes][rank] = not bool((x == 1).all())
+                    barrier.wait()
             backend.shutdown()
         except Exception as e:  # noqa: BLE001
             errors.append(f"rank {rank}: {type(e).__name__}: {e}")
@@ -86,6 +105,7 @@ def main():
     p.add_argument("--iters", type=int, default=20)
     a = p.parse_args()
     sizes = [parse_size(s) for s in a.sizes.split(",")]
+    warm_torch_kernels()
     print(f"# ring all_reduce, threads as ranks on {torch.cuda.get_device_name(0)}, float32 AVG, "
           f"{a.iters} iterations per size")
     for world in (int(w) for w in a.worlds.split(",")):

@@ -36,12 +36,14 @@ ROOT=$PWD
 CAP_PROBE=30
 CAP_MODULE_PREBUILT=40
 CAP_MODULE_BUILD=300
-CAP_TESTS=190
-CAP_TESTS_MORE=80
-CAP_BENCH=30   # each of: threads, 2 processes, 4 processes
-CAP_TESTS_THREADS=40
-PLAN_PREBUILT=$((CAP_PROBE + CAP_MODULE_PREBUILT + CAP_TESTS + CAP_TESTS_MORE + 3 * CAP_BENCH \
-  + CAP_TESTS_THREADS))
+CAP_SMOKE=30
+CAP_STRESS=60
+CAP_TESTS=150
+CAP_TESTS_MORE=60
+CAP_BENCH=25   # each of: threads, 2 processes, 4 processes
+CAP_TESTS_THREADS=35
+PLAN_PREBUILT=$((CAP_PROBE + CAP_MODULE_PREBUILT + CAP_SMOKE + CAP_STRESS + CAP_TESTS \
+  + CAP_TESTS_MORE + 3 * CAP_BENCH + CAP_TESTS_THREADS))
 
 PY=${PYTHON:-python3}
 PREBUILT=${GPU_PREBUILT:-build/gpu-prebuilt}
@@ -62,6 +64,8 @@ fi
 if [ "${1:-}" = "--plan" ]; then
   echo "probe $CAP_PROBE"
   echo "module $CAP_MODULE_PREBUILT (prebuilt) or $CAP_MODULE_BUILD (build)"
+  echo "smoke $CAP_SMOKE"
+  echo "stress $CAP_STRESS"
   echo "tests $CAP_TESTS"
   echo "tests_more $CAP_TESTS_MORE"
   echo "bench $CAP_BENCH x 3"
@@ -84,9 +88,11 @@ START=$(date +%s)
 DEADLINE=$((START + ${GPU_CHECK_SECONDS:-$PLAN_PREBUILT}))
 PHASES="$LOGS/.phases"
 : > "$PHASES"
-# Threads as ranks on one GPU: with CUDA's default of 8 hardware queues, torch's 32+ pooled
-# streams share them, and one rank's blocked event record can sit in front of another rank's
-# kernel in the same queue. 32 queues give every stream in use its own.
+# Threads as ranks on one GPU: streams share hardware queues (CUDA's default is 8; torch's pool
+# has about 128 streams), and one rank's blocked stream wait can sit in front of another rank's
+# kernel in the same queue. 32 queues (the most) make that rarer, never impossible: so the
+# threads-as-ranks code (tests, stress, benchmark) enqueues every rank's call, meets at a
+# barrier, and only then waits.
 export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}
 
 note() { echo "[$(($(date +%s) - START)) s] $*" | tee -a "$PHASES"; }
@@ -126,6 +132,11 @@ else
   else
     note "module: none prebuilt ($PREBUILT/BUILD_INFO): building"
   fi
+  # A build needs Python.h; where the probe found none, say so now rather than after minutes.
+  if grep -q "python headers: MISSING" "$LOGS/probe.log" 2>/dev/null; then
+    note "module: no usable prebuilt module and no Python headers to build one: $(grep 'python headers' "$LOGS/probe.log"); carry build/gpu-prebuilt (scripts/gpu_prebuild.sh) from this commit"
+    exit 1
+  fi
   BUILD=build/gpu-check
   export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
   timeout "$(budget $CAP_MODULE_BUILD)" bash -c "
@@ -147,9 +158,25 @@ if ! "$PY" -c "import torch_ring_backend" >> "$LOGS/build.log" 2>&1; then
   exit 1
 fi
 
-# ---- 3. the GPU tests ----------------------------------------------------------------------
-# INFO: each rank logs its CUDA links (or why they were declined) once per group.
 export TORCH_RING_TEST_TIMEOUT_S=${TORCH_RING_TEST_TIMEOUT_S:-20}
+
+# ---- 3. smoke: the first signal, in seconds (scripts/gpu_smoke.py) ----------------------------
+# Kernel resource use, 2 processes x all_reduce of 4 KiB, 1 MiB, 64 MiB with their link lines,
+# the closed form and us per call, one call with ranks as threads.
+note "smoke"
+timeout "$(budget $CAP_SMOKE)" "$PY" scripts/gpu_smoke.py > "$LOGS/smoke.log" 2>&1
+note "smoke exit $?: $(tail -1 "$LOGS/smoke.log")"
+
+# ---- 4. memory ordering under stress (tests/python/cuda_ordering_stress.py) -------------------
+# Ranks as threads (kernels side by side, not time-sliced), the smallest FIFO, 300 calls whose
+# values differ by call, element and rank, each checked bitwise.
+note "ordering stress"
+timeout "$(budget $CAP_STRESS)" "$PY" tests/python/cuda_ordering_stress.py --world 2,4 \
+  --calls 300 > "$LOGS/stress.log" 2>&1
+note "ordering stress exit $?: $(grep -E '^ordering stress, world' "$LOGS/stress.log" | tr '\n' ' ')"
+
+# ---- 5. the GPU tests ----------------------------------------------------------------------
+# INFO: each rank logs its CUDA links (or why they were declined) once per group.
 MORE_RANKS="more_ranks or three_ranks"
 THREADS="threads_as_ranks"
 # One phase of tests/python/test_cuda.py: LABEL CAP NAME (its NAME.xml and NAME.log), the tests
@@ -164,7 +191,7 @@ test_phase() {
 test_phase "tests" "$CAP_TESTS" tests "not ($MORE_RANKS or $THREADS)"
 test_phase "tests, more ranks" "$CAP_TESTS_MORE" tests_more "$MORE_RANKS"
 
-# ---- 4. benchmarks --------------------------------------------------------------------------
+# ---- 6. benchmarks --------------------------------------------------------------------------
 note "benchmark: threads as ranks"
 timeout "$(budget $CAP_BENCH)" "$PY" scripts/cuda_threads_bench.py --iters 20 \
   > "$LOGS/bench_threads.log" 2>&1
@@ -185,6 +212,6 @@ for n in 2 4; do
   note "bench $n processes exit $?"
 done
 
-# ---- 5. last, the riskiest test: threads as ranks share one context ----------------------------
+# ---- 7. last, the riskiest test: threads as ranks share one context ----------------------------
 test_phase "tests, threads as ranks" "$CAP_TESTS_THREADS" tests_threads "$THREADS"
 note "done"

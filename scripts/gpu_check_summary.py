@@ -79,6 +79,17 @@ def summary(out):
         lines.append("probe: no probe.log")
     else:
         lines += [ln for ln in probe.splitlines() if ln.startswith(PROBE_KEYS)][:12]
+    # The smoke and ordering-stress phases: their own result lines, whole (a screen at most).
+    for label, name, keep in (("smoke", "smoke.log", ("smoke", "[", "  ", "2 processes",
+                                                     "resource use", "ordering stress")),
+                              ("ordering stress", "stress.log", ("ordering stress", "  "))):
+        text = read(os.path.join(out, name))
+        if text is None:
+            lines.append(f"{label}: not run")
+            continue
+        kept = [ln for ln in text.splitlines() if ln.startswith(keep)]
+        lines.append(f"{label}:" + ("" if kept else f" {name} holds no result line"))
+        lines += [f"  {ln}" for ln in kept[:30]]
     for label, xml_name, log_name in TEST_PHASES:
         log = read(os.path.join(out, log_name))
         counts = test_counts(os.path.join(out, xml_name))

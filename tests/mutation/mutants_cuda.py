@@ -7,6 +7,12 @@ _EMU = "tests/python/test_cuda_emulated.py -x -q -k"
 
 CUDA_MUTANTS = [
     # The adapters' stream semantics (backend/cuda_work.cc, cuda_collectives.cc, cuda_sync.cc).
+    Mutant("cuda_slot_reused_one_message_early", "csrc/kernels/ring_kernels.cuh",
+           "        const uint64_t target = sent + 1 - static_cast<uint64_t>(g.slots);",
+           "        const uint64_t target = sent - static_cast<uint64_t>(g.slots);", "emu",
+           "tests/python/test_cuda_ordering_stress.py -x",
+           why="a ring kernel writes into a FIFO slot one message before the next rank has "
+               "consumed it: with the smallest FIFO the ordering stress reads another message"),
     Mutant("cuda_wait_skips_the_callers_stream", "csrc/backend/cuda_work.cc",
            "  cudaError_t e = cudaStreamWaitEvent(current, task_->endEvent(), 0);",
            "  cudaError_t e = cudaSuccess;", "emu", f"{_EMU} wait_orders",

@@ -26,10 +26,11 @@ import os
 import threading
 import time
 
-# Read when the CUDA context is created, so before any test touches the GPU: with CUDA's
-# default of 8 hardware queues, torch's 32+ pooled streams share them, and in the threads-as-
-# ranks test one rank's blocked event record can sit in front of the other rank's kernel in the
-# same queue (a stall until the watchdog). 32 gives every stream in use its own queue.
+# Read when the CUDA context is created, so before any test touches the GPU: streams share
+# hardware queues (CUDA's default is 8; torch's pool has about 128 streams), and in the threads-
+# as-ranks test one rank's blocked stream wait can sit in front of the other rank's kernel in
+# the same queue (a stall until the watchdog). 32 queues (the most) make that rarer, not
+# impossible: the test also enqueues both ranks' calls before either waits.
 os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
 
 import pytest  # noqa: E402

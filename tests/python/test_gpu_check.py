@@ -97,6 +97,12 @@ STATES = {
     "skips grouped by reason": ({"tests.xml": GOOD_XML}, "SKIPPED 1: needs two GPUs (test_c)"),
     "an empty benchmark log": ({"bench_procs_4.log": ""}, "-- bench_procs_4.log (empty)"),
     "a benchmark log": ({"bench_threads.log": "a\nb\nc\nd\ne\nlast row\n"}, "last row"),
+    "no smoke phase": ({".phases": "[0 s] probe\n"}, "smoke: not run"),
+    "a smoke phase": ({"smoke.log": "noise\n[processes: FAILED in 3.0 s]\nsmoke: FAILED: processes\n"},
+                      "  smoke: FAILED: processes"),
+    "a stress phase": ({"stress.log": "ordering stress, world 2: 300 calls per rank, 600 ring "
+                                      "kernels, slots 2 x 256 B, 4.0 s: ok\n"},
+                       "  ordering stress, world 2: 300 calls per rank"),
 }
 
 
@@ -118,8 +124,9 @@ def test_the_plan_with_the_prebuilt_module_fits_eight_minutes():
                              k: v for k, v in os.environ.items() if k != "GPU_CHECK_SECONDS"})
     assert res.returncode == 0, res.stderr
     plan = dict(line.split(" ", 1) for line in res.stdout.splitlines())
-    caps = [int(plan["probe"]), int(plan["module"].split()[0]), int(plan["tests"]),
-            int(plan["tests_more"]), int(plan["tests_threads"])]
+    caps = [int(plan["probe"]), int(plan["module"].split()[0]), int(plan["smoke"]),
+            int(plan["stress"]), int(plan["tests"]), int(plan["tests_more"]),
+            int(plan["tests_threads"])]
     bench_each, times = (int(x) for x in plan["bench"].split(" x "))
     total = sum(caps) + bench_each * times
     assert total == int(plan["total_prebuilt"])
