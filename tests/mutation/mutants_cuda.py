@@ -13,6 +13,17 @@ CUDA_MUTANTS = [
            "tests/python/test_cuda_ordering_stress.py -x",
            why="a ring kernel writes into a FIFO slot one message before the next rank has "
                "consumed it: with the smallest FIFO the ordering stress reads another message"),
+    Mutant("cuda_staged_alias_read_from_the_outputs_start", "csrc/backend/staging.cc",
+           "      aliasOffset[i] = off;", "      aliasOffset[i] = 0;", "emu",
+           "tests/python/test_cuda_alias.py -x -k all_gather",
+           why="a staged in-place all_gather_into_tensor (FSDP's) reads every rank's input from "
+               "the output's start: ranks but 0 send whatever the output held there"),
+    Mutant("cuda_reduce_scatter_output_inside_input_not_copied", "csrc/backend/cuda_collectives.cc",
+           "  at::Tensor in = overlaps(input, output) ? input.clone() : input;",
+           "  at::Tensor in = input;", "emu",
+           "tests/python/test_cuda_alias.py -x -k reduce_scatter",
+           why="a reduce_scatter whose output lies inside its input is run in place: one "
+               "channel's last step writes over input another channel has yet to read"),
     Mutant("cuda_wait_skips_the_callers_stream", "csrc/backend/cuda_work.cc",
            "  cudaError_t e = cudaStreamWaitEvent(current, task_->endEvent(), 0);",
            "  cudaError_t e = cudaSuccess;", "emu", f"{_EMU} wait_orders",
