@@ -58,3 +58,40 @@ def rank_reduce_scatter_into_another_ranks_block():
     staged = sum(after[1].values()) - sum(before[1].values())
     return {"ok": torch.equal(got, want), "staged": staged, "kernels": after[0] - before[0],
             "first_bad": None if torch.equal(got, want) else int((got != want).nonzero()[0])}
+
+
+def rank_dropped_staged_output_not_reused_early(delay_ms):
+    """A staged all_gather_into_tensor whose Work and output the caller drops at once, while the
+    copy of its result back to the device is held up (CUDA_EMULATOR_H2D_COPY_DELAY_MS: a busy
+    copy engine). The output is not the input (an in-place call's input keeps the memory
+    recorded on the copies' stream from the copy in). The caller's next tensor of that size
+    must not get the dropped output's memory until the copy has landed: written at once from
+    another device tensor, it must still hold its values after every stream is done (torch's
+    caching allocator hands out a freed block at once unless the stream that still uses it was
+    recorded). Two guards keep this today: the allocator's record of the copies' stream
+    (staging.cc, finish) and the group's hold on a finished staged call until its next CUDA
+    call, which itself waits behind the copies' stream; with the first removed the second still
+    keeps it (measured: that mutant survives), so this test holds the contract, not one guard."""
+    import time
+    rank, world, dev = join()
+    n = 1 << 15
+    hundred = on(dev, torch.full((world * n,), 100.0))
+    inp = on(dev, _block(rank, n))
+    out = torch.empty(world * n, device=dev)
+    small = on(dev, torch.ones(16))  # before: a copy to the device is what is held up
+    torch.cuda.synchronize()
+    work = ALL_GATHER_SINGLE(out, inp, async_op=True)
+    del work, out
+    time.sleep(delay_ms / 4000)  # the host collective and its finish run meanwhile
+    # A later CUDA call lets go of the finished staged calls the group still held (their Work
+    # and so the output): from here on only the allocator's record of streams guards it.
+    dist.all_reduce(small)
+    fresh = torch.empty(world * n, device=dev)
+    fresh.copy_(hundred)  # device to device: not held up
+    torch.cuda.synchronize()
+    time.sleep(delay_ms / 1000)  # the held copy has landed, wherever it went
+    torch.cuda.synchronize()
+    got = fresh.cpu()
+    dist.destroy_process_group()
+    ok = torch.equal(got, torch.full((world * n,), 100.0))
+    return {"ok": ok, "first_bad": None if ok else int((got != 100.0).nonzero()[0])}

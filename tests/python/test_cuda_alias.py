@@ -41,3 +41,12 @@ def test_in_place_all_gather_reads_each_ranks_own_block(world, path):
 def test_reduce_scatter_into_another_ranks_block_of_its_input(world, path):
     _check(run_on_local_ranks(rank_reduce_scatter_into_another_ranks_block, world,
                               env=PATHS[path], timeout_s=180), path)
+
+
+def test_a_dropped_staged_output_is_not_handed_out_before_its_copy_back_lands():
+    from cuda_alias_checks import rank_dropped_staged_output_not_reused_early
+    delay_ms = 1200
+    env = {"TORCH_RING_CUDA_KERNELS": "0", "CUDA_EMULATOR_H2D_COPY_DELAY_MS": str(delay_ms)}
+    for rank, res in enumerate(run_on_local_ranks(rank_dropped_staged_output_not_reused_early, 2,
+                                                  delay_ms, env=env, timeout_s=180)):
+        assert res["ok"], f"rank {rank}: the new tensor was overwritten from element {res['first_bad']}"

@@ -16,6 +16,10 @@
 //   CUDA_EMULATOR_LAUNCH_DELAY_MS=0  every kernel, when its turn on its stream comes, first
 //                                    waits this long (a slow kernel: work ordered after it
 //                                    only by a missing wait then reads stale data)
+//   CUDA_EMULATOR_H2D_COPY_DELAY_MS=0  every asynchronous host-to-device copy, when its turn on
+//                                    its stream comes, first waits this long (a busy copy
+//                                    engine: the copy lands late, after work that other streams
+//                                    queued meanwhile)
 //   CUDA_EMULATOR_FAIL=cudaIpcGetMemHandle:801,cudaMalloc:2   calls that fail with that code
 //   CUDA_EMULATOR_DELAY_MS=cudaMemcpyAsync:300   calls that first sleep that long (delayCall)
 #pragma once
@@ -37,6 +41,7 @@ struct Config {
   size_t initialStackBytes = 1024;
   bool peerAccess = true;
   std::chrono::milliseconds launchDelay{0};
+  std::chrono::milliseconds hostToDeviceCopyDelay{0};
   // CUDA_VISIBLE_DEVICES: a comma-separated list of device indices, the ones this process sees
   // and in that order; an invalid index hides itself and every index after it. Empty: all.
   std::string visibleDevices;

@@ -22,6 +22,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <random>
 #include <string>
 
@@ -363,6 +364,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
   }
   if (count == 0) return cudaSuccess;
   if (dst == nullptr || src == nullptr) return fail(cudaErrorInvalidValue);
+  std::chrono::milliseconds delay{0};
   {
     // The side a kind names as the device's must be memory the device can reach.
     Runtime& rt = runtime();
@@ -370,8 +372,14 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
     if (!cudaemu::detail::copyEndsAccessible(rt, kind, dst, count, src, count)) {
       return fail(cudaErrorInvalidValue);
     }
+    if (kind == cudaMemcpyHostToDevice) delay = rt.config.hostToDeviceCopyDelay;
   }
-  cudaError_t e = cudaemu::detail::submit(stream, [=] { std::memmove(dst, src, count); });
+  cudaError_t e = cudaemu::detail::submit(stream, [=] {
+    // A busy copy engine (a test control): the copy, and what its stream orders after it,
+    // lands this much later.
+    if (delay.count() > 0) std::this_thread::sleep_for(delay);
+    std::memmove(dst, src, count);
+  });
   return e == cudaSuccess ? e : fail(e);
 }
 

@@ -149,6 +149,8 @@ Config configFromEnvironment(std::map<std::string, cudaError_t>* failures,
   c.initialStackBytes = static_cast<size_t>(envInt("CUDA_EMULATOR_STACK_BYTES", 1024));
   c.peerAccess = envInt("CUDA_EMULATOR_PEER_ACCESS", 1) != 0;
   c.launchDelay = std::chrono::milliseconds(envInt("CUDA_EMULATOR_LAUNCH_DELAY_MS", 0));
+  c.hostToDeviceCopyDelay =
+      std::chrono::milliseconds(envInt("CUDA_EMULATOR_H2D_COPY_DELAY_MS", 0));
   if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) c.visibleDevices = v;
   for (const auto& [api, code] : apiNumbers("CUDA_EMULATOR_FAIL")) {
     (*failures)[api] = static_cast<cudaError_t>(code);

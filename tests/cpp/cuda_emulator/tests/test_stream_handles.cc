@@ -136,5 +136,36 @@ TEST_F(EmulatorStreamHandles, ALaunchDelayHoldsTheKernelAndWhatFollowsIt) {
   EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
 }
 
+TEST_F(EmulatorStreamHandles, AHostToDeviceCopyDelayHoldsThatCopyAndNoOther) {
+  cudaemu::Config c;
+  c.hostToDeviceCopyDelay = 200ms;
+  cudaemu::setConfig(c);
+  cudaStream_t slow, fast;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&slow, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&fast, cudaStreamNonBlocking), cudaSuccess);
+  int* dev = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dev), 2 * sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(dev, 0, 2 * sizeof(int)), cudaSuccess);
+  const int host[2] = {7, 9};
+  int back[2] = {0, 0};
+  const auto start = std::chrono::steady_clock::now();
+  // The host-to-device copy into dev[0] waits; a device-to-device copy into dev[1] on another
+  // stream, queued after it, lands first.
+  ASSERT_EQ(cudaMemcpyAsync(dev, host, sizeof(int), cudaMemcpyHostToDevice, slow), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(dev + 1, dev, sizeof(int), cudaMemcpyDeviceToDevice, fast),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(fast), cudaSuccess);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 150ms);
+  ASSERT_EQ(cudaMemcpy(back, dev + 1, sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back[0], 0);  // copied before the delayed copy landed
+  ASSERT_EQ(cudaStreamSynchronize(slow), cudaSuccess);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 200ms);
+  ASSERT_EQ(cudaMemcpy(back, dev, sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back[0], 7);
+  EXPECT_EQ(cudaFree(dev), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(slow), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(fast), cudaSuccess);
+}
+
 }  // namespace
 }  // namespace emutest
