@@ -204,6 +204,7 @@ TEST(EmulatorEnvironment, ReadsTheConfiguration) {
   void* p = nullptr;
   ASSERT_EQ(cudaMalloc(&p, 64), cudaSuccess);
   EXPECT_EQ(cudaIpcGetMemHandle(&h, p), cudaErrorNotSupported);
+  EXPECT_EQ(cudaemu::config().hostToDeviceCopyDelay, std::chrono::milliseconds(7));
 }
 
 TEST_F(EmulatorDevices, TheEnvironmentConfiguresAStartedProcess) {
@@ -213,6 +214,7 @@ TEST_F(EmulatorDevices, TheEnvironmentConfiguresAStartedProcess) {
     setenv("CUDA_EMULATOR_SMS", "5", 1);
     setenv("CUDA_EMULATOR_STACK_BYTES", "2048", 1);
     setenv("CUDA_EMULATOR_FAIL", "cudaIpcGetMemHandle:801", 1);
+    setenv("CUDA_EMULATOR_H2D_COPY_DELAY_MS", "7", 1);
     execl("/proc/self/exe", "ring_cuda_emulator_tests",
           "--gtest_filter=EmulatorEnvironment.ReadsTheConfiguration", static_cast<char*>(nullptr));
     return 127;
