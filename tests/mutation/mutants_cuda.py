@@ -24,6 +24,11 @@ CUDA_MUTANTS = [
            "tests/python/test_cuda_alias.py -x -k reduce_scatter",
            why="a reduce_scatter whose output lies inside its input is run in place: one "
                "channel's last step writes over input another channel has yet to read"),
+    Mutant("cuda_ipc_handle_closed_at_its_first_users_close", "csrc/transport/cuda_ipc/ipc_handles.cc",
+           "    if (--it->second.refs == 0) {", "    if (--it->second.refs >= 0) {", "cpp",
+           "IpcHandles.*", binaries=("ring_cuda_engine_tests",),
+           why="a peer allocation opened by two users (both links of a 2-rank ring, two groups) "
+               "is unmapped at the first one's close: the other reads unmapped memory"),
     Mutant("cuda_wait_skips_the_callers_stream", "csrc/backend/cuda_work.cc",
            "  cudaError_t e = cudaStreamWaitEvent(current, task_->endEvent(), 0);",
            "  cudaError_t e = cudaSuccess;", "emu", f"{_EMU} wait_orders",
