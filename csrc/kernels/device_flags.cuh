@@ -15,7 +15,10 @@ namespace ring {
 namespace dev {
 
 // Why check the abort word only every so many polls: it lives in host memory, so each read
-// crosses PCIe (about a microsecond); the counter itself is in local device memory.
+// crosses PCIe (about a microsecond); the counter itself is in local device memory. Not on a
+// wait's first miss either: a pipeline step whose message is a few polls late (the usual case)
+// would pay that read every step. A kernel launched after an abort still stops at once: it
+// reads the word at its start (ring_kernels.cuh) before any wait.
 constexpr uint32_t kAbortCheckInterval = 256;
 
 struct WaitBounds {
@@ -42,8 +45,14 @@ __device__ __forceinline__ WaitResult waitAtLeast(const uint64_t* counter, uint6
     return r;
   }
   const uint64_t start = globalTimerNs();
-  for (uint32_t polls = 0;; ++polls) {
-    // Checked on the first miss too, so a kernel launched after an abort stops at once.
+  for (uint32_t polls = 1;; ++polls) {
+    spinPause();
+    r.seen = loadAcquireSys(counter);
+    if (r.seen >= target) {
+      r.status = kDeviceOk;
+      return r;
+    }
+    // Every kAbortCheckInterval-th poll, never the first (see the top).
     if (polls % kAbortCheckInterval == 0) {
       if (loadRelaxedSys(bounds.abortWord) != 0) {
         r.status = kDeviceAborted;
@@ -53,12 +62,6 @@ __device__ __forceinline__ WaitResult waitAtLeast(const uint64_t* counter, uint6
         r.status = kDeviceSpinLimit;
         return r;
       }
-    }
-    spinPause();
-    r.seen = loadAcquireSys(counter);
-    if (r.seen >= target) {
-      r.status = kDeviceOk;
-      return r;
     }
   }
 }

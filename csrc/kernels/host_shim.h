@@ -121,6 +121,12 @@ void setBlockThreads(int threads);
 // cudaemu::runBlockThreads runs one block the same way, when the emulated device has room.
 void runGrid(dim3 grid, dim3 block, void (*body)(void* closure), void* closure);
 
+// How often host-run waits read the abort word and how many polls they made, in this process:
+// on a GPU the abort word is host memory read across PCIe, so the tests hold a wait to one
+// read per kAbortCheckInterval polls (device_flags.cuh).
+inline std::atomic<uint64_t> abortWordReads{0};
+inline std::atomic<uint64_t> spinPolls{0};
+
 }  // namespace hostshim
 
 namespace dev {
@@ -141,6 +147,7 @@ inline void storeReleaseSys(int32_t* p, int32_t v) {
 }
 // ld.relaxed.sys / st.relaxed.sys (the abort word: it guards no data)
 inline int32_t loadRelaxedSys(const int32_t* p) {
+  hostshim::abortWordReads.fetch_add(1, std::memory_order_relaxed);
   return std::atomic_ref<int32_t>(*const_cast<int32_t*>(p)).load(std::memory_order_relaxed);
 }
 inline void storeRelaxedSys(int32_t* p, int32_t v) {
@@ -154,7 +161,10 @@ inline uint64_t globalTimerNs() {
 }
 // One poll of a spin: a GPU thread just polls again; a host thread lets the others run (there
 // are far more "CUDA threads" than cores here, and the one it waits for may need this core).
-inline void spinPause() { std::this_thread::yield(); }
+inline void spinPause() {
+  hostshim::spinPolls.fetch_add(1, std::memory_order_relaxed);
+  std::this_thread::yield();
+}
 
 }  // namespace dev
 }  // namespace ring

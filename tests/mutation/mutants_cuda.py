@@ -29,6 +29,11 @@ CUDA_MUTANTS = [
            "IpcHandles.*", binaries=("ring_cuda_engine_tests",),
            why="a peer allocation opened by two users (both links of a 2-rank ring, two groups) "
                "is unmapped at the first one's close: the other reads unmapped memory"),
+    Mutant("cuda_wait_reads_the_abort_word_on_its_first_miss", "csrc/kernels/device_flags.cuh",
+           "    if (polls % kAbortCheckInterval == 0) {", "    if (polls % kAbortCheckInterval == 1) {",
+           "cpp", "HostKernelFences.*", binaries=("ring_host_kernel_tests",),
+           why="every wait that misses once reads the host-mapped abort word at once: a PCIe "
+               "read per pipeline step on a GPU"),
     Mutant("cuda_wait_skips_the_callers_stream", "csrc/backend/cuda_work.cc",
            "  cudaError_t e = cudaStreamWaitEvent(current, task_->endEvent(), 0);",
            "  cudaError_t e = cudaSuccess;", "emu", f"{_EMU} wait_orders",
