@@ -26,7 +26,7 @@ CUDA_MUTANTS = [
                "channel's last step writes over input another channel has yet to read"),
     Mutant("cuda_ipc_handle_closed_at_its_first_users_close", "csrc/transport/cuda_ipc/ipc_handles.cc",
            "    if (--it->second.refs == 0) {", "    if (--it->second.refs >= 0) {", "cpp",
-           "IpcHandles.*", binaries=("ring_cuda_engine_tests",),
+           "IpcHandlesAcrossProcesses.*", binaries=("ring_cuda_engine_tests",),
            why="a peer allocation opened by two users (both links of a 2-rank ring, two groups) "
                "is unmapped at the first one's close: the other reads unmapped memory"),
     Mutant("cuda_wait_reads_the_abort_word_on_its_first_miss", "csrc/kernels/device_flags.cuh",
