@@ -913,11 +913,11 @@ MUTANTS = [
                "all_reduce 1.5-2.4x slower on a Zen 5 EPYC whose cores share one)"),
     Mutant("copy_start_a_rank_free_on_two_caches_counts_as_one", "csrc/common/cache_topology.cc",
            "line == \"?\" || line.empty() || line.find(' ') != std::string::npos",
-           "line == \"?\" || line.empty()", "cpp", "CacheTopology.*:CopyStart.*", quick=True,
+           "line == \"?\" || line.empty()", "cpp", "CacheTopology.*:CopyStart.*",
            why="ranks each free to run under two L3s (unbound on a two-CCX EPYC) start cached "
                "as if they shared one"),
     Mutant("copy_start_reads_the_instruction_cache", "csrc/common/cache_topology.cc",
            "    if (!type || *type == \"Instruction\") continue;", "    if (!type) continue;",
-           "cpp", "CacheTopology.*", quick=True,
+           "cpp", "CacheTopology.*",
            why="an instruction cache above the data caches is taken for the last level"),
 ] + HOST_MUTANTS + CUDA_MUTANTS + BENCH_MUTANTS + SPIN_MUTANTS
