@@ -13,6 +13,9 @@
 #                     threads-as-ranks test
 #   tests_more.*      the world-3/4 tests, with a budget of their own (ranks as processes on one
 #                     GPU time-slice: every hop costs a slice, so they are the slow ones)
+#   tests_alias.*     tests/python/test_cuda_alias.py and test_cuda_device_factor.py: inputs that
+#                     are views of their outputs, dropped staged outputs, a factor tensor on the
+#                     GPU (the same files run over the emulated runtime in CI)
 #   bench_threads.log all_reduce, threads as ranks (no time slicing) vs a device copy
 #   bench_procs_N.log torch_ring_backend.bench --device cuda, N processes on cuda:0 (vs nccl where it runs)
 #   tests_threads.*   the threads-as-ranks test, last: the one that can hang on a device (its
@@ -38,12 +41,13 @@ CAP_MODULE_PREBUILT=40
 CAP_MODULE_BUILD=300
 CAP_SMOKE=30
 CAP_STRESS=60
-CAP_TESTS=150
+CAP_TESTS=120
 CAP_TESTS_MORE=60
-CAP_BENCH=25   # each of: threads, 2 processes, 4 processes
+CAP_TESTS_ALIAS=45
+CAP_BENCH=20   # each of: threads, 2 processes, 4 processes
 CAP_TESTS_THREADS=35
 PLAN_PREBUILT=$((CAP_PROBE + CAP_MODULE_PREBUILT + CAP_SMOKE + CAP_STRESS + CAP_TESTS \
-  + CAP_TESTS_MORE + 3 * CAP_BENCH + CAP_TESTS_THREADS))
+  + CAP_TESTS_MORE + CAP_TESTS_ALIAS + 3 * CAP_BENCH + CAP_TESTS_THREADS))
 
 PY=${PYTHON:-python3}
 PREBUILT=${GPU_PREBUILT:-build/gpu-prebuilt}
@@ -68,6 +72,7 @@ if [ "${1:-}" = "--plan" ]; then
   echo "stress $CAP_STRESS"
   echo "tests $CAP_TESTS"
   echo "tests_more $CAP_TESTS_MORE"
+  echo "tests_alias $CAP_TESTS_ALIAS"
   echo "bench $CAP_BENCH x 3"
   echo "tests_threads $CAP_TESTS_THREADS"
   echo "total_prebuilt $PLAN_PREBUILT"
@@ -179,17 +184,20 @@ note "ordering stress exit $?: $(grep -E '^ordering stress, world' "$LOGS/stress
 # INFO: each rank logs its CUDA links (or why they were declined) once per group.
 MORE_RANKS="more_ranks or three_ranks"
 THREADS="threads_as_ranks"
-# One phase of tests/python/test_cuda.py: LABEL CAP NAME (its NAME.xml and NAME.log), the tests
-# chosen by pytest's -k EXPR; notes its exit and pytest's summary line.
+# One test phase: LABEL CAP NAME (its NAME.xml and NAME.log) and pytest's arguments (files, -k);
+# notes its exit and pytest's summary line.
 test_phase() {
-  local label=$1 cap=$2 name=$3 expr=$4
+  local label=$1 cap=$2 name=$3
+  shift 3
   note "$label"
   TORCH_RING_DEBUG=INFO bash scripts/gpu_check_pytest.sh "$(budget "$cap")" "$LOGS/$name.xml" \
-    "$LOGS/$name.log" tests/python/test_cuda.py -k "$expr"
+    "$LOGS/$name.log" "$@"
   note "$label exit $?: $(grep -E '^=+ .*(passed|failed|error|skipped|no tests).* =+$' "$LOGS/$name.log" | tail -1)"
 }
-test_phase "tests" "$CAP_TESTS" tests "not ($MORE_RANKS or $THREADS)"
-test_phase "tests, more ranks" "$CAP_TESTS_MORE" tests_more "$MORE_RANKS"
+test_phase "tests" "$CAP_TESTS" tests tests/python/test_cuda.py -k "not ($MORE_RANKS or $THREADS)"
+test_phase "tests, more ranks" "$CAP_TESTS_MORE" tests_more tests/python/test_cuda.py -k "$MORE_RANKS"
+test_phase "tests, aliases and a device factor" "$CAP_TESTS_ALIAS" tests_alias \
+  tests/python/test_cuda_alias.py tests/python/test_cuda_device_factor.py
 
 # ---- 6. benchmarks --------------------------------------------------------------------------
 note "benchmark: threads as ranks"
@@ -213,5 +221,6 @@ for n in 2 4; do
 done
 
 # ---- 7. last, the riskiest test: threads as ranks share one context ----------------------------
-test_phase "tests, threads as ranks" "$CAP_TESTS_THREADS" tests_threads "$THREADS"
+test_phase "tests, threads as ranks" "$CAP_TESTS_THREADS" tests_threads tests/python/test_cuda.py \
+  -k "$THREADS"
 note "done"

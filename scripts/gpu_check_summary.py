@@ -17,6 +17,7 @@ PROBE_KEYS = ("torch", "python", "device", "nccl", "python headers", "/dev/shm",
               "cuda ipc", "cpu shared memory", "nvcc", "module")
 TEST_PHASES = (("tests", "tests.xml", "tests.log"),
                ("tests, more ranks", "tests_more.xml", "tests_more.log"),
+               ("tests, aliases and a device factor", "tests_alias.xml", "tests_alias.log"),
                ("tests, threads as ranks", "tests_threads.xml", "tests_threads.log"))
 RESULT_WORDS = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")
 

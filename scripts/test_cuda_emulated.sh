@@ -63,7 +63,8 @@ assert name.startswith("Emulated CUDA device"), f"the emulated runtime is not th
 assert "/site/" in torch_ring_backend._C.__file__, torch_ring_backend._C.__file__
 print(f"== torch {torch.__version__} over the emulated CUDA runtime: {name}")
 PY
-FILES=(tests/python/test_cuda.py tests/python/test_cuda_emulated.py tests/python/test_cuda_ordering_stress.py tests/python/test_gpu_smoke.py tests/python/test_cuda_alias.py)
+FILES=(tests/python/test_cuda.py tests/python/test_cuda_emulated.py tests/python/test_cuda_ordering_stress.py tests/python/test_gpu_smoke.py tests/python/test_cuda_alias.py
+       tests/python/test_cuda_device_factor.py)
 for arg in "$@"; do
   case "$arg" in tests/*) FILES=() ;; esac
 done

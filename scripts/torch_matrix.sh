@@ -7,7 +7,8 @@
 #   2.11.0, Python 3.12  the oldest declared; the GPU machine's stack. Its module is the one
 #                        scripts/gpu_prebuild.sh makes, and scripts/gpu_check.sh is dry-run with
 #                        it here (no GPU: the probe finds none, the tests skip), which must use
-#                        the prebuilt module and never build.
+#                        the prebuilt module and never build; then scripts/test_cuda_emulated.sh
+#                        runs the CUDA tests over the emulated runtime with this torch.
 #   2.13.0, Python 3.11  a CPU build of torch (this machine's disk): the module without CUDA
 #   2.15.0, Python 3.11  the newest release
 #
@@ -125,6 +126,16 @@ for torch in "${WANT[@]}"; do
       ok=0
     fi
     sed -n '1,40p' "$gdir/summary.log" | sed 's/^/   /'
+  fi
+  if [ $ok -eq 1 ] && [ "$torch" = 2.11.0 ]; then
+    # The CUDA path's torch layer over the emulated runtime with the GPU machine's torch and
+    # Python: what differs between torch releases (allocator, streams, Futures, c10d's calls)
+    # shows here before a GPU run. Built from this tree into a folder of its own.
+    step="emulated CUDA runtime"
+    PYTHON="$vpy" CUDA_EMULATED_BUILD_DIR="$MATRIX/cuda-emulated-$torch" \
+      bash scripts/test_cuda_emulated.sh -p no:cacheprovider > "$log.emulated" 2>&1 || ok=0
+    cat "$log.emulated" >> "$log"
+    echo "   emulated CUDA runtime: $(tail -1 "$log.emulated")"
   fi
   counts=$(grep -E "^run_suite: [0-9]+ tests in" "$log.suite" 2>/dev/null | tail -1)
   verdict=$([ $ok -eq 1 ] && echo PASS || echo "FAILED at $step (see $log)")

@@ -37,6 +37,16 @@ void noteDefaultStream(const std::string& group, int rank, const at::Device& dev
            "Stream()): ...).");
 }
 
+// PREMUL_SUM's factor for the kernels: a device tensor of the data's dtype on the data's device
+// is read by the kernel itself (no wait for the caller's stream); any other is read here.
+ScaleFactor scaleFactorFor(double factor, const at::Tensor& deviceFactor, const at::Tensor& data) {
+  if (!deviceFactor.defined()) return factor;
+  if (deviceFactor.device() == data.device() && deviceFactor.scalar_type() == data.scalar_type()) {
+    return ScaleFactor::deviceResident(deviceFactor.const_data_ptr());
+  }
+  return deviceFactor.item<double>();
+}
+
 }  // namespace
 
 CudaCollectives::CudaCollectives(Store& store, Communicator& comm,
@@ -128,12 +138,17 @@ c10::intrusive_ptr<c10d::Work> CudaCollectives::run(const CheckScope& s, c10d::O
 
 c10::intrusive_ptr<c10d::Work> CudaCollectives::allReduce(const CheckScope& s, const at::Tensor& t,
                                                           DType d, RedOp op, double factor,
+                                                          const at::Tensor& deviceFactor,
                                                           uint64_t seq,
                                                           std::chrono::milliseconds timeout) {
   void* data = t.data_ptr();
   const int64_t count = t.numel();
-  return run(s, c10d::OpType::ALLREDUCE, seq, timeout, {t}, {t}, [&](const CudaCall& c) {
-    return engine_->allReduce(c, data, count, d, op, factor);
+  const ScaleFactor f = scaleFactorFor(factor, deviceFactor, t);
+  // The factor tensor is an input too: kept alive until the kernel has read it.
+  std::vector<at::Tensor> inputs{t};
+  if (f.onDevice != nullptr) inputs.push_back(deviceFactor);
+  return run(s, c10d::OpType::ALLREDUCE, seq, timeout, inputs, {t}, [&](const CudaCall& c) {
+    return engine_->allReduce(c, data, count, d, op, f);
   });
 }
 
@@ -141,6 +156,7 @@ c10::intrusive_ptr<c10d::Work> CudaCollectives::reduceScatter(const CheckScope& 
                                                               const at::Tensor& input,
                                                               const at::Tensor& output, DType d,
                                                               RedOp op, double factor,
+                                                              const at::Tensor& deviceFactor,
                                                               uint64_t seq,
                                                               std::chrono::milliseconds timeout) {
   // Blocks of the input are read until the last step: an output inside the input would be
@@ -149,9 +165,12 @@ c10::intrusive_ptr<c10d::Work> CudaCollectives::reduceScatter(const CheckScope& 
   const void* src = in.data_ptr();
   void* dst = output.data_ptr();
   const int64_t count = output.numel();
-  return run(s, c10d::OpType::_REDUCE_SCATTER_BASE, seq, timeout, {in}, {output},
+  const ScaleFactor f = scaleFactorFor(factor, deviceFactor, input);
+  std::vector<at::Tensor> inputs{in};
+  if (f.onDevice != nullptr) inputs.push_back(deviceFactor);
+  return run(s, c10d::OpType::_REDUCE_SCATTER_BASE, seq, timeout, inputs, {output},
              [&](const CudaCall& c) {
-               return engine_->reduceScatter(c, src, dst, count, d, op, factor);
+               return engine_->reduceScatter(c, src, dst, count, d, op, f);
              });
 }
 

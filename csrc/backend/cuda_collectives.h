@@ -59,13 +59,16 @@ class CudaCollectives {
   at::Device device() const { return device_; }
 
   // Arguments are already checked (tensor_checks.h) except what only the kernel path needs.
+  // PREMUL_SUM: `factor`, or `deviceFactor` where defined (a one-element tensor on a GPU, read
+  // by the kernels on the device where it is of the call's dtype and device, else on the host).
   c10::intrusive_ptr<c10d::Work> allReduce(const CheckScope& s, const at::Tensor& t, DType d,
-                                           RedOp op, double factor, uint64_t seq,
+                                           RedOp op, double factor,
+                                           const at::Tensor& deviceFactor, uint64_t seq,
                                            std::chrono::milliseconds timeout);
   c10::intrusive_ptr<c10d::Work> reduceScatter(const CheckScope& s, const at::Tensor& input,
                                                const at::Tensor& output, DType d, RedOp op,
-                                               double factor, uint64_t seq,
-                                               std::chrono::milliseconds timeout);
+                                               double factor, const at::Tensor& deviceFactor,
+                                               uint64_t seq, std::chrono::milliseconds timeout);
   c10::intrusive_ptr<c10d::Work> allGather(const CheckScope& s, const at::Tensor& input,
                                            const at::Tensor& output, DType d, uint64_t seq,
                                            std::chrono::milliseconds timeout);

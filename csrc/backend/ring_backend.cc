@@ -169,13 +169,16 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allreduce(std::vector<at::Tensor>& t
   checkSingle(s, tensors, "input");
   const at::Tensor t = tensors[0];
   double factor = 1.0;
-  const RedOp op = toRingOp(s, opts.reduceOp, t.scalar_type(), &factor);
+  at::Tensor deviceFactor;
+  const RedOp op = toRingOp(s, opts.reduceOp, t.scalar_type(), &factor, &deviceFactor);
   const DType d = toRingDType(s, t.scalar_type());
 #ifdef RING_WITH_CUDA
   if (CudaCollectives* cuda = kernelPath(s, t, effectiveTimeout(opts.timeout))) {
-    return started(cuda->allReduce(s, t, d, op, factor, seq_++, effectiveTimeout(opts.timeout)));
+    return started(cuda->allReduce(s, t, d, op, factor, deviceFactor, seq_++,
+                                   effectiveTimeout(opts.timeout)));
   }
 #endif
+  factor = hostFactor(factor, deviceFactor);
   RING_PHASE(1, "argument checks");
   return run(s, {c10d::OpType::ALLREDUCE, countDetail(t.numel(), d, op), {t}, {t}, opts.timeout,
                  nullptr, AllReduceKey{d, op, factor},
@@ -352,14 +355,16 @@ c10::intrusive_ptr<c10d::Work> RingBackend::_reduce_scatter_base(
   CheckScope s{"reduce_scatter_tensor", rank_, size_};
   checkBlockPair(s, output, "output", input, "input");
   double factor = 1.0;
-  const RedOp op = toRingOp(s, opts.reduceOp, input.scalar_type(), &factor);
+  at::Tensor deviceFactor;
+  const RedOp op = toRingOp(s, opts.reduceOp, input.scalar_type(), &factor, &deviceFactor);
   const DType d = toRingDType(s, input.scalar_type());
 #ifdef RING_WITH_CUDA
   if (CudaCollectives* cuda = kernelPath(s, input, effectiveTimeout(opts.timeout))) {
-    return started(cuda->reduceScatter(s, input, output, d, op, factor, seq_++,
-                               effectiveTimeout(opts.timeout)));
+    return started(cuda->reduceScatter(s, input, output, d, op, factor, deviceFactor, seq_++,
+                                       effectiveTimeout(opts.timeout)));
   }
 #endif
+  factor = hostFactor(factor, deviceFactor);
   // Blocks of the input are read until the last step: an output inside the input would be
   // overwritten first, so such an input is read from a copy.
   HostCall call{c10d::OpType::_REDUCE_SCATTER_BASE, countDetail(output.numel(), d, op), {input},

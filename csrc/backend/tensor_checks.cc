@@ -55,7 +55,8 @@ DType toRingDType(const CheckScope& s, at::ScalarType t) {
   }
 }
 
-RedOp toRingOp(const CheckScope& s, const c10d::ReduceOp& op, at::ScalarType t, double* factor) {
+RedOp toRingOp(const CheckScope& s, const c10d::ReduceOp& op, at::ScalarType t, double* factor,
+               at::Tensor* deviceFactor) {
   RedOp r;
   *factor = 1.0;
   switch (op.op_) {
@@ -76,7 +77,11 @@ RedOp toRingOp(const CheckScope& s, const c10d::ReduceOp& op, at::ScalarType t, 
           failUsage(s, strCat("PREMUL_SUM's factor tensor must hold one element, it has ",
                               sup->tensor_factor.numel()));
         }
-        *factor = sup->tensor_factor.item<double>();
+        if (deviceFactor != nullptr && sup->tensor_factor.is_cuda()) {
+          *deviceFactor = sup->tensor_factor;
+        } else {
+          *factor = sup->tensor_factor.item<double>();
+        }
       } else {
         *factor = sup->double_factor;
       }
@@ -95,6 +100,10 @@ RedOp toRingOp(const CheckScope& s, const c10d::ReduceOp& op, at::ScalarType t, 
     failUsage(s, strCat("reduce op ", redOpName(r), " is not defined for dtype ", dtypeName(d), why));
   }
   return r;
+}
+
+double hostFactor(double factor, const at::Tensor& deviceFactor) {
+  return deviceFactor.defined() ? deviceFactor.item<double>() : factor;
 }
 
 void checkTensor(const CheckScope& s, const at::Tensor& t, std::string_view what) {

@@ -23,8 +23,15 @@ struct CheckScope {
 [[noreturn]] void failUsage(const CheckScope& s, const std::string& text);
 
 DType toRingDType(const CheckScope& s, at::ScalarType t);
-// Maps the op (with PREMUL_SUM's factor) and checks it against the dtype.
-RedOp toRingOp(const CheckScope& s, const c10d::ReduceOp& op, at::ScalarType t, double* factor);
+// Maps the op (with PREMUL_SUM's factor) and checks it against the dtype. A factor given as a
+// tensor on a GPU is left there when `deviceFactor` is given: *deviceFactor is that tensor and
+// *factor stays 1.0 (the CUDA kernels read it on the device; a host path reads it with
+// hostFactor). Otherwise the factor is read here.
+RedOp toRingOp(const CheckScope& s, const c10d::ReduceOp& op, at::ScalarType t, double* factor,
+               at::Tensor* deviceFactor = nullptr);
+// The factor for a path that runs on the host: `factor`, or the device tensor's value (this
+// waits for the caller's stream, as any `.item()`).
+double hostFactor(double factor, const at::Tensor& deviceFactor);
 
 // Dense, contiguous, on CPU or CUDA; `what` names the argument ("input", "output[2]").
 void checkTensor(const CheckScope& s, const at::Tensor& t, std::string_view what);

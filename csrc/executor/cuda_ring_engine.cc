@@ -211,7 +211,7 @@ std::shared_ptr<CudaTask> CudaRingEngine::enqueue(const CudaCall& c, const Finge
 }
 
 std::shared_ptr<CudaTask> CudaRingEngine::allReduce(const CudaCall& c, void* data, int64_t count,
-                                                    DType d, RedOp op, double factor) {
+                                                    DType d, RedOp op, ScaleFactor factor) {
   const Fingerprint fp = makeFingerprint(Collective::AllReduce, c.seq, count, d, op, -1);
   const RingWaitLimits limits = limitsFor(c.timeout);
   return enqueue(c, fp, strCat(count, " x ", dtypeName(d), ", op ", redOpName(op), " (CUDA)"),
@@ -223,7 +223,8 @@ std::shared_ptr<CudaTask> CudaRingEngine::allReduce(const CudaCall& c, void* dat
 
 std::shared_ptr<CudaTask> CudaRingEngine::reduceScatter(const CudaCall& c, const void* input,
                                                         void* output, int64_t countPerRank,
-                                                        DType d, RedOp op, double factor) {
+                                                        DType d, RedOp op,
+                                                        ScaleFactor factor) {
   const Fingerprint fp =
       makeFingerprint(Collective::ReduceScatter, c.seq, countPerRank, d, op, -1);
   const RingWaitLimits limits = limitsFor(c.timeout);

@@ -31,6 +31,7 @@
 #include "common/types.h"
 #include "executor/cuda_group_state.h"
 #include "executor/cuda_task.h"
+#include "kernels/scale_factor.h"
 #include "executor/cuda_watchdog.h"
 #include "kernels/ring_launcher.h"
 #include "transport/cuda_ipc/cuda_ring_links.h"
@@ -92,10 +93,11 @@ class CudaRingEngine {
   // then broken), UsageError (graph capture: the bare reason) or RingError (ordering the comm
   // stream after the caller's failed); arguments are checked by the caller.
   std::shared_ptr<CudaTask> allReduce(const CudaCall& c, void* data, int64_t count, DType d,
-                                      RedOp op, double factor);
+                                      RedOp op, ScaleFactor factor);
   // input: size * countPerRank elements, not overlapping output.
   std::shared_ptr<CudaTask> reduceScatter(const CudaCall& c, const void* input, void* output,
-                                          int64_t countPerRank, DType d, RedOp op, double factor);
+                                          int64_t countPerRank, DType d, RedOp op,
+                                          ScaleFactor factor);
   // input: countPerRank elements (may be block `rank` of output).
   std::shared_ptr<CudaTask> allGather(const CudaCall& c, const void* input, void* output,
                                       int64_t countPerRank, DType d);

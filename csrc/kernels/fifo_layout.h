@@ -69,12 +69,15 @@ RING_HOST_DEVICE int64_t fifoPayloadsOffset(const FifoGeometry& g) {
 RING_HOST_DEVICE int64_t fifoPayloadOffset(const FifoGeometry& g, int channel, int slot) {
   return fifoPayloadsOffset(g) + (static_cast<int64_t>(channel) * g.slots + slot) * g.slotBytes;
 }
-// A message sits in its slot shifted by the offset mod 16 of its data in the user's buffer
-// (0..15 bytes), so that slot and buffer pointers share one alignment and the kernels can move
-// 16-byte units after a short head (ring_kernels.cuh, moveStep). A slot therefore carries at
-// most slotBytes - kFifoMessageSlack payload bytes.
+// A message sits in its slot shifted by the address mod 16 of its data in the sender's buffer
+// (0..15 bytes; the header carries it to the receiver), so that slot and buffer pointers share
+// one alignment and the kernels can move 16-byte units after a short head (ring_kernels.cuh,
+// moveStep), even when the user's tensor itself starts off a 16-byte boundary. A slot
+// therefore carries at most slotBytes - kFifoMessageSlack payload bytes.
 constexpr int64_t kFifoMessageSlack = 16;
-RING_HOST_DEVICE int64_t fifoMessageShift(int64_t dataByteOffset) { return dataByteOffset & 15; }
+RING_HOST_DEVICE int64_t fifoMessageShift(const void* data) {
+  return static_cast<int64_t>(reinterpret_cast<uintptr_t>(data) & 15u);
+}
 RING_HOST_DEVICE int64_t fifoMessageCapacity(const FifoGeometry& g) {
   return g.slotBytes - kFifoMessageSlack;
 }

@@ -126,6 +126,9 @@ void runGrid(dim3 grid, dim3 block, void (*body)(void* closure), void* closure);
 // read per kAbortCheckInterval polls (device_flags.cuh).
 inline std::atomic<uint64_t> abortWordReads{0};
 inline std::atomic<uint64_t> spinPolls{0};
+// 16-byte units the ring kernels moved (once per block and step: moveStep), in this process:
+// how the tests see that a misaligned tensor still takes the wide path.
+inline std::atomic<uint64_t> vectorUnits{0};
 
 }  // namespace hostshim
 

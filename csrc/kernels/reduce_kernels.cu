@@ -28,7 +28,8 @@ __global__ void divideKernel(void* data, int64_t divisor, int64_t count) {
 }
 
 template <DType D>
-__global__ void scaleKernel(void* out, const void* in, double factor, int64_t count) {
+__global__ void scaleKernel(void* out, const void* in, ScaleFactor f, int64_t count) {
+  const double factor = scaleFactorValue<D>(f);
   int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += stride) {
@@ -92,7 +93,7 @@ std::string launchDivide(DType t, void* data, int64_t divisor, int64_t count, vo
 #undef RING_CASE_TYPE
 }
 
-std::string launchScale(DType t, void* out, const void* in, double factor, int64_t count,
+std::string launchScale(DType t, void* out, const void* in, ScaleFactor factor, int64_t count,
                         void* stream) {
   if (count <= 0) return {};
 #define RING_CASE_TYPE(TYPE) \

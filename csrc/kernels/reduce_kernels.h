@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/types.h"
+#include "kernels/scale_factor.h"
 
 namespace ring {
 
@@ -18,7 +19,7 @@ std::string launchCombine(DType t, RedOp op, void* dst, const void* a, const voi
 std::string launchDivide(DType t, void* data, int64_t divisor, int64_t count, void* stream);
 
 // out[i] = in[i] * factor (PREMUL_SUM's first step), on `stream`.
-std::string launchScale(DType t, void* out, const void* in, double factor, int64_t count,
+std::string launchScale(DType t, void* out, const void* in, ScaleFactor factor, int64_t count,
                         void* stream);
 
 }  // namespace ring

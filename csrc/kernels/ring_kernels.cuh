@@ -40,6 +40,7 @@
 #include "kernels/fifo_layout.h"
 #include "reduce/reduce_ops.h"
 #include "kernels/ring_launcher.h"
+#include "kernels/scale_factor.h"
 #include "schedule/ring_walk.h"
 
 namespace ring {
@@ -57,7 +58,7 @@ struct RingKernelParams {
   const void* input;
   void* output;
   Fingerprint fp;
-  double factor;       // PREMUL_SUM
+  ScaleFactor factor;  // PREMUL_SUM's: a value, or an element in device memory read here
   int64_t divisor;     // AVG: the group size
   RingWaitLimits limits;
   ChannelCounters start;  // per channel: messages sent / received before this collective
@@ -224,11 +225,13 @@ __device__ __forceinline__ int64_t sharedMisalignment(const void* a, const void*
 // Moves one step's elements: a head of single elements up to the next 16-byte boundary, a body
 // of 16-byte units, a tail of single elements.
 // Why the head: a ring chunk starts wherever the partition puts it (1000 floats over 3 ranks:
-// element 334, byte 1336 = 8 mod 16), and each message sits in its slot at the same offset mod
-// 16 as its data in the user's buffer (messageShift), so with 16-byte aligned buffers every
-// pointer of a step shares one misalignment and only the head and tail go element by element.
-// Pointers that disagree mod 16 (a buffer that is itself misaligned against the others) move
-// every element singly. The choice is the same for every thread of the block.
+// element 334, byte 1336 = 8 mod 16), and each message sits in its slot at the address mod 16
+// of its data (fifoMessageShift; the header tells the receiver), so when the ranks' buffers
+// share one alignment (16-byte aligned, or all offset alike, as a view at the same element on
+// every rank) every pointer of a step shares one misalignment and only the head and tail go
+// element by element. Pointers that still disagree mod 16 (an input and output offset
+// differently, an all-gather block whose size is not a multiple of 16 bytes copied from the
+// input) move every element singly. The choice is the same for every thread of the block.
 template <DType D, RedOp Op>
 __device__ __forceinline__ void moveStep(Prim prim, const char* src, char* dst, const char* in,
                                          char* out, int64_t count, double factor,
@@ -245,6 +248,10 @@ __device__ __forceinline__ void moveStep(Prim prim, const char* src, char* dst, 
   movePrim<D, Op, 1>(prim, src, dst, in, out, head, factor, divisor);
   if (head == count) return;
   const int64_t units = (count - head) / kVec;
+#if defined(RING_HOST_KERNELS)
+  // Counted once per block (thread 0), so tests can see which steps took 16-byte units.
+  if (threadIdx.x == 0) hostshim::vectorUnits.fetch_add(static_cast<uint64_t>(units));
+#endif
   int64_t off = head * kEsize;
   movePrim<D, Op, kVec>(prim, src ? src + off : src, dst ? dst + off : dst, in ? in + off : in,
                         out ? out + off : out, units, factor, divisor);
@@ -333,6 +340,9 @@ __global__ void __launch_bounds__(kRingThreads) ringKernel(const __grid_constant
   const int prev = ringPrev(me, n);
   const int64_t esize = static_cast<int64_t>(sizeof(T));
   const dev::WaitBounds bounds{&p.peers.control->abort, p.limits.spinLimitNs};
+  // Read once per thread, before any step: a device-resident factor was written on the
+  // caller's stream, which the comm stream waited for before this launch.
+  const double factor = Op == RedOp::PreMulSum ? scaleFactorValue<D>(p.factor) : 1.0;
 
   char* own = p.peers.ownInbox;
   char* next = p.peers.nextInbox;
@@ -390,7 +400,8 @@ __global__ void __launch_bounds__(kRingThreads) ringKernel(const __grid_constant
           const MessageHeader h = dev::loadHeaderFresh(
               reinterpret_cast<const MessageHeader*>(own + fifoHeaderOffset(g, c, inSlot)));
           if (h.magic != kMessageMagic || !dev::sameFingerprint(h.fingerprint, p.fp) ||
-              h.sender != prev || h.step != recvIndex || h.payloadBytes != bytes) {
+              h.sender != prev || h.step != recvIndex || h.payloadBytes != bytes ||
+              h.slotShift >= kFifoMessageSlack) {
             dev::recordStop(p, kDeviceMismatch, kWaitMessage, c, prev, recvIndex, bytes, r.seen,
                             received + 1, &h);
             status = kDeviceMismatch;
@@ -418,11 +429,24 @@ __global__ void __launch_bounds__(kRingThreads) ringKernel(const __grid_constant
     const bool writesLocal = s.prim != Prim::Send && s.prim != Prim::RecvReduceSend;
     const char* src = readsLocal ? static_cast<const char*>(p.input) + s.src * esize : nullptr;
     char* dst = writesLocal ? static_cast<char*>(p.output) + s.dst * esize : nullptr;
-    // Sender and receiver place a message alike: at the offset mod 16 of its data (messageShift).
-    const int64_t shift = fifoMessageShift(walkDataPosition(w, s) * esize);
-    const char* in = receives ? own + fifoPayloadOffset(g, c, inSlot) + shift : nullptr;
-    char* out = sends ? next + fifoPayloadOffset(g, c, outSlot) + shift : nullptr;
-    dev::moveStep<D, Op>(s.prim, src, dst, in, out, s.count, p.factor, p.divisor);
+    // A message I send sits at the address mod 16 of its data in my buffer (the input for
+    // reduce-scatter, else the output: walkDataPosition); one I receive where its sender put
+    // it, as its header says (thread 0 checked the header before the barrier above, and the
+    // slot is not rewritten before this step publishes `consumed`).
+    const int64_t outShift =
+        sends ? fifoMessageShift(
+                    (p.kind == Collective::ReduceScatter ? static_cast<const char*>(p.input)
+                                                         : static_cast<const char*>(p.output)) +
+                    walkDataPosition(w, s) * esize)
+              : 0;
+    const int64_t inShift =
+        receives ? static_cast<int64_t>(dev::loadFresh(&reinterpret_cast<const MessageHeader*>(
+                                                            own + fifoHeaderOffset(g, c, inSlot))
+                                                            ->slotShift))
+                 : 0;
+    const char* in = receives ? own + fifoPayloadOffset(g, c, inSlot) + inShift : nullptr;
+    char* out = sends ? next + fifoPayloadOffset(g, c, outSlot) + outShift : nullptr;
+    dev::moveStep<D, Op>(s.prim, src, dst, in, out, s.count, factor, p.divisor);
 
     // ---- 3. header, fence, barrier ----
     if (sends) {
@@ -434,6 +458,7 @@ __global__ void __launch_bounds__(kRingThreads) ringKernel(const __grid_constant
         h.step = sendIndex;
         h.payloadBytes = bytes;
         h.fingerprint = p.fp;
+        h.slotShift = static_cast<uint8_t>(outShift);
         dev::storeHeader(reinterpret_cast<MessageHeader*>(next + fifoHeaderOffset(g, c, outSlot)),
                          h);
       }

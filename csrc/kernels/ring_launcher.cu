@@ -34,7 +34,7 @@ std::string checkPeers(const RingCudaPeers& peers) {
 // Runs one ring collective: the kernel, then the counters it consumed.
 std::string launchWalk(const RingCudaPeers& peers, ChannelCounters* counters, Collective kind,
                        const void* input, void* output, int64_t count, DType dtype, RedOp op,
-                       double factor, int root, const Fingerprint& fp,
+                       ScaleFactor factor, int root, const Fingerprint& fp,
                        const RingWaitLimits& limits, void* stream) {
   const int64_t esize = static_cast<int64_t>(elementSize(dtype));
   RingKernelParams p;
@@ -42,7 +42,7 @@ std::string launchWalk(const RingCudaPeers& peers, ChannelCounters* counters, Co
   p.kind = kind;
   p.root = root;
   p.count = count;
-  // Leaves room to place each message at its data's offset mod 16 (fifoMessageShift).
+  // Leaves room to place each message at its data's address mod 16 (fifoMessageShift).
   p.sliceElems = fifoMessageCapacity(peers.geometry) / esize;
   p.input = input;
   p.output = output;
@@ -92,7 +92,7 @@ std::string prepareRingKernels(RingKernelFootprint* out) {
 }
 
 std::string launchAllReduce(const RingCudaPeers& peers, ChannelCounters* counters, void* data,
-                            int64_t count, DType dtype, RedOp op, double factor,
+                            int64_t count, DType dtype, RedOp op, ScaleFactor factor,
                             const Fingerprint& fp, const RingWaitLimits& limits, void* stream) {
   std::string bad = checkPeers(peers);
   if (!bad.empty()) return bad;
@@ -108,8 +108,9 @@ std::string launchAllReduce(const RingCudaPeers& peers, ChannelCounters* counter
 
 std::string launchReduceScatter(const RingCudaPeers& peers, ChannelCounters* counters,
                                 const void* input, void* output, int64_t countPerRank,
-                                DType dtype, RedOp op, double factor, const Fingerprint& fp,
-                                const RingWaitLimits& limits, void* stream) {
+                                DType dtype, RedOp op, ScaleFactor factor,
+                                const Fingerprint& fp, const RingWaitLimits& limits,
+                                void* stream) {
   std::string bad = checkPeers(peers);
   if (!bad.empty()) return bad;
   if (peers.nranks == 1) {

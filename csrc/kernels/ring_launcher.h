@@ -14,6 +14,7 @@
 #include "common/types.h"
 #include "kernels/device_error.h"
 #include "kernels/fifo_layout.h"
+#include "kernels/scale_factor.h"
 #include "protocol/message_header.h"
 
 namespace ring {
@@ -63,14 +64,15 @@ std::string prepareRingKernels(RingKernelFootprint* out);
 // dst may alias src for the in-place collectives; element counts; `fp` is what every header
 // of this collective carries and what every received header must equal.
 std::string launchAllReduce(const RingCudaPeers& peers, ChannelCounters* counters, void* data,
-                            int64_t count, DType dtype, RedOp op, double factor,
+                            int64_t count, DType dtype, RedOp op, ScaleFactor factor,
                             const Fingerprint& fp, const RingWaitLimits& limits, void* stream);
 
 // input: nranks * countPerRank elements (not modified, must not overlap output); output:
 // countPerRank elements, the reduction of every rank's block `rank`.
 std::string launchReduceScatter(const RingCudaPeers& peers, ChannelCounters* counters,
                                 const void* input, void* output, int64_t countPerRank,
-                                DType dtype, RedOp op, double factor, const Fingerprint& fp,
+                                DType dtype, RedOp op, ScaleFactor factor,
+                                const Fingerprint& fp,
                                 const RingWaitLimits& limits, void* stream);
 
 // input: countPerRank elements (may be block `rank` of output itself); output: nranks times that.

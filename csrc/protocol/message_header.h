@@ -80,7 +80,11 @@ struct MessageHeader {
   int64_t step;            // index of this message within the collective on this link
   int64_t payloadBytes;    // bytes following the header in this slot
   Fingerprint fingerprint;
-  uint8_t pad[64 - 24 - sizeof(Fingerprint)];
+  uint8_t pad[64 - 24 - sizeof(Fingerprint) - 1];
+  // CUDA ring kernels only (0 elsewhere): how many bytes past its slot's start the payload
+  // begins, 0..15, chosen by the sender from its data's address (ring_kernels.cuh). After the
+  // padding because the CPU mailbox carries a header only up to `pad` (shm_mailbox.cc).
+  uint8_t slotShift;
 };
 static_assert(sizeof(MessageHeader) == 64, "one cache line per header");
 static_assert(std::is_trivially_copyable<MessageHeader>::value,

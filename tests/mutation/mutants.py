@@ -176,9 +176,9 @@ MUTANTS = [
            "WorldsAndChannels/HostKernels.*world2_channels1*", quick=True,
            why="the kernels' counter publish loses its release (TSan: data race)"),
     Mutant("kernel_publish_before_payload", "csrc/kernels/ring_kernels.cuh",
-           "    dev::moveStep<D, Op>(s.prim, src, dst, in, out, s.count, p.factor, p.divisor);",
+           "    dev::moveStep<D, Op>(s.prim, src, dst, in, out, s.count, factor, p.divisor);",
            "    if (threadIdx.x == 0 && sends) dev::storeReleaseSys(nextPublished, sent + 1);\n"
-           "    dev::moveStep<D, Op>(s.prim, src, dst, in, out, s.count, p.factor, p.divisor);",
+           "    dev::moveStep<D, Op>(s.prim, src, dst, in, out, s.count, factor, p.divisor);",
            "tsan", "WorldsAndChannels/HostKernels.*world2_channels1*",
            why="the kernels publish a message before writing it (TSan: data race)"),
     Mutant("kernel_channels_contiguous", "csrc/schedule/ring_walk.h",

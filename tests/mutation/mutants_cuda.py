@@ -34,6 +34,25 @@ CUDA_MUTANTS = [
            "cpp", "HostKernelFences.*", binaries=("ring_host_kernel_tests",),
            why="every wait that misses once reads the host-mapped abort word at once: a PCIe "
                "read per pipeline step on a GPU"),
+    Mutant("cuda_message_shift_follows_the_element_index", "csrc/kernels/ring_kernels.cuh",
+           "        sends ? fifoMessageShift(\n",
+           "        sends ? walkDataPosition(w, s) * esize % 16 + 0 * fifoMessageShift(\n",
+           "cpp", "HostKernelAlignment.*", binaries=("ring_host_kernel_tests",),
+           why="a message sits in its slot by its element index, not its address: a tensor that "
+               "starts off a 16-byte boundary on every rank moves every element singly"),
+    Mutant("cuda_receiver_places_a_message_by_its_own_address", "csrc/kernels/ring_kernels.cuh",
+           "    const char* in = receives ? own + fifoPayloadOffset(g, c, inSlot) + inShift : nullptr;",
+           "    const char* in = receives ? own + fifoPayloadOffset(g, c, inSlot) + outShift : nullptr;",
+           "cpp", "*/HostKernels.*", binaries=("ring_host_kernel_tests",),
+           why="the receiver reads a message where its own buffer would put it, not where the "
+               "sender put it (the header's shift): ranks whose buffers are offset differently "
+               "read shifted bytes"),
+    Mutant("cuda_device_factor_read_on_the_host", "csrc/backend/cuda_collectives.cc",
+           "    return ScaleFactor::deviceResident(deviceFactor.const_data_ptr());",
+           "    return deviceFactor.item<double>();", "emu",
+           "tests/python/test_cuda_device_factor.py -x -k without_waiting",
+           why="PREMUL_SUM's factor tensor on the GPU is read with .item(): every call waits for "
+               "the caller's stream (torch's sync debug mode raises)"),
     Mutant("cuda_wait_skips_the_callers_stream", "csrc/backend/cuda_work.cc",
            "  cudaError_t e = cudaStreamWaitEvent(current, task_->endEvent(), 0);",
            "  cudaError_t e = cudaSuccess;", "emu", f"{_EMU} wait_orders",

@@ -10,6 +10,7 @@ the Future is ordered after the kernel, recordStream keeps memory from reuse, a 
 run in issue order) and from the CUDA documentation (capture modes; the current device is per
 thread; CUDA_VISIBLE_DEVICES). The rank functions are in cuda_order_checks.py and
 cuda_device_checks.py."""
+import functools
 import json
 import os
 import subprocess
@@ -31,7 +32,7 @@ from cuda_device_checks import (  # noqa: E402
     rank_abort_pending, rank_on_the_second_gpu, rank_one_gpu_each, rank_peer_killed,
     rank_shutdown_after_peer_failure, rank_wait_with_another_device_current)
 from cuda_order_checks import (  # noqa: E402
-    rank_async_wait, rank_capture_while_collective_pending, rank_completed_failure_raises,
+    EXCEPTION_NOT_BOUND, rank_async_wait, rank_capture_while_collective_pending, rank_completed_failure_raises,
     rank_completion_hook, rank_durations, rank_failure_reported, rank_freed_input, rank_later_calls_after_staged,
     rank_staged_after_kernel, rank_staged_call_under_capture, rank_tensor_outlives_group)
 
@@ -104,7 +105,32 @@ def test_later_calls_see_an_earlier_staged_calls_output():
 
 # ---- graph capture ---------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=None)
+def _capture_launches_a_torch_kernel():
+    """Whether this torch launches a kernel of its own to begin or end a CUDA graph capture
+    (torch 2.11's capture_begin fills its RNG offset tensor with one), which the emulated runtime
+    refuses by name: an empty capture, tried in a child process over the same runtime."""
+    probe = textwrap.dedent("""
+        import torch
+        side, graph = torch.cuda.Stream(), torch.cuda.CUDAGraph()
+        with torch.cuda.stream(side):
+            graph.capture_begin()
+            graph.capture_end()
+    """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120)
+    return done.returncode != 0 and "only host-compiled kernels run" in done.stderr
+
+
+def _skip_where_capture_needs_torch_kernels():
+    if on_emulated_runtime() and _capture_launches_a_torch_kernel():
+        pytest.skip("this torch's graph capture launches a kernel of its own, which the emulated "
+                    "CUDA runtime refuses; the test runs with torch 2.14.1 over the same runtime "
+                    "(scripts/test.sh)")
+
+
 def test_a_graph_captured_while_a_collective_waits_stays_valid():
+    _skip_where_capture_needs_torch_kernels()
     r0, r1 = run_on_local_ranks(rank_capture_while_collective_pending, 2, timeout_s=120)
     assert r0["capture"] == "ok", r0
     assert r0["replay_ok"], r0
@@ -113,6 +139,7 @@ def test_a_graph_captured_while_a_collective_waits_stays_valid():
 
 
 def test_a_staged_call_under_capture_is_refused_at_once():
+    _skip_where_capture_needs_torch_kernels()
     for res in run_on_local_ranks(rank_staged_call_under_capture, 2, timeout_s=120):
         assert res["reduce"] is not None and "graph capture" in res["reduce"], res
         assert "reduce" in res["reduce"] and res["refused_s"] < 5, res
@@ -151,8 +178,9 @@ def test_a_kernel_collective_that_times_out_raises_at_wait_while_a_slow_hook_run
     assert "timed out" in r0["wait_error"], r0
     assert r0["raised_after"] < timeout_s + 3, r0
     assert r0["raised_before_hook_returned"], r0
-    assert r0["completed_without_exception"] is False, r0
-    assert r0["exception"] and "DistBackendError" in r0["exception"], r0
+    if r0["exception"] != EXCEPTION_NOT_BOUND:  # torch 2.11 cannot return it to Python
+        assert r0["completed_without_exception"] is False, r0
+        assert r0["exception"] and "DistBackendError" in r0["exception"], r0
     assert r0["work_result"] == 1, r0  # get_future_result: c10d's WorkResult.TIMEOUT
     for r in (r0, r1):
         assert r["destroy_error"] is None, r

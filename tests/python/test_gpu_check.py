@@ -126,7 +126,7 @@ def test_the_plan_with_the_prebuilt_module_fits_eight_minutes():
     plan = dict(line.split(" ", 1) for line in res.stdout.splitlines())
     caps = [int(plan["probe"]), int(plan["module"].split()[0]), int(plan["smoke"]),
             int(plan["stress"]), int(plan["tests"]), int(plan["tests_more"]),
-            int(plan["tests_threads"])]
+            int(plan["tests_alias"]), int(plan["tests_threads"])]
     bench_each, times = (int(x) for x in plan["bench"].split(" x "))
     total = sum(caps) + bench_each * times
     assert total == int(plan["total_prebuilt"])

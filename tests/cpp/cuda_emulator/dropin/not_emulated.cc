@@ -2,8 +2,8 @@
 // exists (so that the libraries load), and fails with cudaErrorNotSupported, naming itself once
 // on stderr. What is behind them: the stream-ordered allocator and its pools (torch uses them
 // only with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync), interprocess events, graphs built
-// node by node or captured into a given graph, user objects, and device code loaded at run
-// time (torch's jit, Triton).
+// node by node or captured into a given graph or dumped as dot files, user objects, and device
+// code loaded at run time (torch's jit, Triton).
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -70,4 +70,6 @@ RING_NOT_EMULATED(cudaLibraryLoadData, (cudaLibrary_t*, const void*, enum cudaJi
                                         unsigned int))
 RING_NOT_EMULATED(cudaLibraryGetKernel, (cudaKernel_t*, cudaLibrary_t, const char*))
 RING_NOT_EMULATED(cudaLibraryUnload, (cudaLibrary_t))
+// torch 2.11's libtorch_cuda imports it (CUDAGraph::debug_dump); later releases no longer do.
+RING_NOT_EMULATED(cudaGraphDebugDotPrint, (cudaGraph_t, const char*, unsigned int))
 }  // extern "C"
