@@ -67,7 +67,9 @@ struct EnvKnobs {
   int stragglerLogSeconds;
   // TORCH_RING_LINK_SILENCE_MS: a TCP peer from which nothing (not even its I/O thread's
   // heartbeat) has come for this long is dead, frozen or cut off: its links fail naming it
-  // (transport/tcp/link_liveness.h). 5000 by default; 0: only the group's timeout ends a wait.
+  // (transport/tcp/link_liveness.h); a peer on this host whose process heartbeat has stood
+  // still this long is stopped or starved (transport/shm/heartbeat.h). 5000 by default; 0:
+  // only the group's timeout ends a wait.
   int64_t linkSilenceMs;
   // TORCH_RING_TRANSPORT = auto | shm | tcp, any case (default auto): how ranks are linked. auto: shared
   // memory between ranks of one host, TCP between hosts, in the same ring; tcp: TCP for every

@@ -920,4 +920,19 @@ MUTANTS = [
            "    if (!type || *type == \"Instruction\") continue;", "    if (!type) continue;",
            "cpp", "CacheTopology.*",
            why="an instruction cache above the data caches is taken for the last level"),
+    # Same-host liveness (transport/shm/heartbeat.cc, shm_transport.cc).
+    Mutant("same_host_heartbeat_never_advances", "csrc/transport/shm/heartbeat.cc",
+           "w->fetch_add(1, std::memory_order_relaxed);", "w->fetch_add(0, std::memory_order_relaxed);",
+           "py", "tests/python/test_faults.py -x -q -k late_but_live", timeout=300,
+           why="a live rank's heartbeat stands still: a rank late by a few seconds is taken for "
+               "a stopped one and the group breaks"),
+    Mutant("heartbeat_child_keeps_its_parents_words", "csrc/transport/shm/heartbeat.cc",
+           "  s.words.clear();", "", "cpp", "Heartbeat*",
+           why="a forked child's beat thread beats the words its parent registered: a stopped "
+               "parent would look alive while its child runs"),
+    Mutant("same_host_silence_never_checked", "csrc/transport/shm/shm_transport.cc",
+           "  if (silenceBound_.count() == 0) return {};", "  if (silenceBound_.count() >= 0) return {};",
+           "py", "tests/python/test_faults.py -x -q -k stopped_rank_on_the_same_host", timeout=300,
+           why="a rank stopped by SIGSTOP on the same host is waited for until the group's "
+               "timeout (300 s in the test) instead of named within seconds"),
 ] + HOST_MUTANTS + CUDA_MUTANTS + BENCH_MUTANTS + SPIN_MUTANTS

@@ -508,6 +508,41 @@ def scenario_sigstop():
     os._exit(0)
 
 
+def scenario_frozen_peer():
+    # Rank 2 is stopped by the test (SIGSTOP) right after saying READY, while the others run
+    # an all_reduce with the test's long group timeout: each must fail within seconds, naming
+    # it (the same-host heartbeat, TORCH_RING_LINK_SILENCE_MS), not at the timeout.
+    rank, world = init()
+    dist.all_reduce(torch.ones(4))
+    print(f"READY {rank} {os.getpid()}", flush=True)
+    if rank == 2:
+        sys.stdin.readline()  # stopped here; killed by the test afterwards
+        os._exit(0)
+    err, msg, took = run_and_capture(lambda: dist.all_reduce(torch.ones(1 << 14)))
+    report(rank=rank, error=err, message=msg, elapsed=took)
+    os._exit(0)
+
+
+def scenario_late_but_live():
+    # Rank 1 is late by more than twice TORCH_RING_LINK_SILENCE_MS (set by the test): first
+    # asleep in Python, then inside a C call that holds the GIL (libc's sleep through
+    # ctypes.PyDLL, which keeps it). A live process keeps beating: nobody is flagged.
+    import ctypes
+    rank, world = init()
+    dist.all_reduce(torch.ones(4))
+    late_s = 2.5 * int(os.environ["TORCH_RING_LINK_SILENCE_MS"]) / 1000
+    if rank == 1:
+        time.sleep(late_s)
+    err, msg, took = run_and_capture(lambda: dist.all_reduce(torch.ones(4)))
+    report(rank=rank, phase="asleep in python", error=err, message=msg, elapsed=took)
+    if rank == 1:
+        ctypes.PyDLL(None).sleep(int(late_s + 0.5))
+    err, msg, took = run_and_capture(lambda: dist.all_reduce(torch.ones(4)))
+    report(rank=rank, phase="in a C call holding the GIL", error=err, message=msg, elapsed=took)
+    dist.destroy_process_group()
+    os._exit(0)
+
+
 def scenario_debug_log():
     rank, world = init()
     dist.all_reduce(torch.ones(8))

@@ -216,6 +216,41 @@ def test_sigstopped_rank_times_out_others_then_errors_after_sigcont():
     assert results[1]["elapsed"] < 1.0, results[1]
 
 
+def test_a_stopped_rank_on_the_same_host_is_named_within_seconds_not_at_the_timeout():
+    """4 ranks on one host, group timeout 300 s, rank 2 stopped (SIGSTOP): every other rank
+    raises within 10 s naming it (TORCH_RING_LINK_SILENCE_MS, 5 s by default: its heartbeat
+    stopped), as a silent peer on another host is named."""
+    run = start("frozen_peer", 4, timeout_s=300, stdin=True)
+    frozen = run.procs[2]
+    _wait_for_ready(frozen, 2)
+    os.kill(frozen.pid, signal.SIGSTOP)
+    try:
+        for rank in (0, 1, 3):
+            run.procs[rank].wait(timeout=60)
+    finally:
+        frozen.send_signal(signal.SIGCONT)
+        frozen.kill()
+    finish(run, 30)
+    results = run.by_rank()
+    for rank in (0, 1, 3):
+        r = results[rank]
+        assert r["error"] == "DistBackendError", r
+        assert "rank 2 (pid" in r["message"] and "has not run for" in r["message"], r
+        assert "stopped by a signal" in r["message"], r
+        assert r["elapsed"] < 10, r
+
+
+def test_a_late_but_live_rank_is_never_taken_for_frozen():
+    """Rank 1 late by 2.5 x TORCH_RING_LINK_SILENCE_MS (2 s here), asleep in Python and then in
+    a C call that holds the GIL: its heartbeat thread needs neither, so both calls succeed."""
+    run = finish(start("late_but_live", 2, {"TORCH_RING_LINK_SILENCE_MS": "2000"},
+                       timeout_s=60), 60)
+    for phase in ("asleep in python", "in a C call holding the GIL"):
+        for rank, r in run.every_rank(2, phase).items():
+            assert r["error"] is None, (phase, rank, r)
+    assert run.every_rank(2, "asleep in python")[0]["elapsed"] >= 4.5
+
+
 @pytest.mark.parametrize("transport", ["auto", "tcp"])
 def test_a_group_name_reused_with_other_members_on_one_store(transport):
     run = run_scenario("regroup", 3, timeout_s=20.0, extra_env={"TORCH_RING_TRANSPORT": transport})

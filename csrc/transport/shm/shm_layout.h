@@ -11,7 +11,8 @@
 namespace ring {
 
 constexpr uint64_t kSegmentMagic = 0x746f7263685f7267ull;  // "torch_rg"
-constexpr uint32_t kLayoutVersion = 5;  // 3: SegmentHeader::issued; 4: issue times; 5: mailboxes
+constexpr uint32_t kLayoutVersion = 6;  // 3: SegmentHeader::issued; 4: issue times; 5: mailboxes;
+                                        // 6: heartbeat
 // How many of the owner's latest collectives keep their issue time (SegmentHeader::issueTimes).
 constexpr int kIssueHistory = 64;
 constexpr size_t kReasonBytes = 1024;
@@ -60,6 +61,10 @@ struct SegmentHeader {
     std::atomic<int64_t> ns;
   };
   alignas(64) IssueTime issueTimes[kIssueHistory];
+  // The owner process's heartbeat (heartbeat.h): advanced every 250 ms by a thread of its own
+  // while the process runs. Peers only compare it with what they saw before. Its own line: it
+  // changes while the group is idle.
+  alignas(64) std::atomic<uint64_t> heartbeat;
 };
 
 // One FIFO's counters, each on its own cache line so that sender and receiver do not

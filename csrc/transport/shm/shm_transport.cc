@@ -10,8 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/env.h"
 #include "common/errors.h"
 #include "common/logging.h"
+#include "transport/shm/heartbeat.h"
 
 namespace ring {
 
@@ -171,6 +173,8 @@ ShmTransport::ShmTransport(Store& store, int rank, int nranks, std::vector<int> 
   own->mailboxBytes = geometry_.mailboxBytes;
   own->closedInOrder.store(0, std::memory_order_relaxed);
   own->issued.store(0, std::memory_order_relaxed);
+  own->heartbeat.store(0, std::memory_order_relaxed);
+  silenceBound_ = std::chrono::milliseconds(env().linkSilenceMs);
   own->control.brokenState.store(0, std::memory_order_relaxed);
   own->control.brokenBy = -1;
 
@@ -244,9 +248,17 @@ ShmTransport::ShmTransport(Store& store, int rank, int nranks, std::vector<int> 
     mailbox_ = std::make_unique<ShmMailbox>(this, rank, nranks, local_, std::move(regions),
                                             geometry_);
   }
+  // Every peer counts as just seen: its silence is measured from now.
+  const int64_t now = Clock::now().time_since_epoch().count();
+  beats_.resize(static_cast<size_t>(nlocal));
+  for (int i = 0; i < nlocal; ++i) {
+    beats_[static_cast<size_t>(i)] = {header(i)->heartbeat.load(std::memory_order_relaxed), now};
+  }
+  attachHeartbeat(&own->heartbeat);
 }
 
 ShmTransport::~ShmTransport() {
+  detachHeartbeat(&header(localIndex_[rank_])->heartbeat);
   // An orderly end (destroy_process_group): the peers may see this process exit without
   // taking it for a crash. Not after an abort: the peers must fail then (they learn why from
   // the group's broken record).
@@ -302,12 +314,48 @@ void ShmTransport::checkPeersAlive() {
     // Gone after an orderly shutdown: not a failure (waits on its links say so themselves).
     if (header(i)->closedInOrder.load(std::memory_order_acquire) == 1) continue;
     pid_t pid = header(i)->ownerPid;
+    std::string reason;
     if (!processAlive(pid, header(i)->ownerStartTime)) {
-      std::string reason = strCat("rank ", r, " (pid ", pid, ") has exited: its process is gone");
+      reason = strCat("rank ", r, " (pid ", pid, ") has exited: its process is gone");
+    } else {
+      reason = silentPeer(i, r, pid, now);
+    }
+    if (!reason.empty()) {
       markBroken(reason);
       throw CommError(strCat("ring: rank ", rank_, " cannot continue: ", reason));
     }
   }
+}
+
+std::string ShmTransport::silentPeer(int i, int r, int pid, int64_t nowNs) {
+  if (silenceBound_.count() == 0) return {};
+  std::unique_lock<std::mutex> lock(beatsMutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return {};  // another thread of this rank is looking right now
+  PeerBeat& b = beats_[static_cast<size_t>(i)];
+  const uint64_t beat = header(i)->heartbeat.load(std::memory_order_relaxed);
+  if (beat != b.seen) {
+    b.seen = beat;
+    b.changedNs = nowNs;
+    return {};
+  }
+  const int64_t stillNs = nowNs - b.changedNs;
+  if (stillNs <= std::chrono::nanoseconds(silenceBound_).count()) return {};
+  char state = '?';
+  uint64_t start = 0;
+  readProcStat(pid, &state, &start);
+  const char* what = state == 'T' ? ", stopped by a signal"
+                     : state == 't' ? ", stopped by a debugger"
+                     : state == 'D' ? ", in an uninterruptible wait"
+                                    : "";
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.1f", static_cast<double>(stillNs) / 1e9);
+  return strCat("rank ", r, " (pid ", pid, ", on this host) has not run for ", seconds,
+                " s: the heartbeat its own thread advances every ",
+                static_cast<int>(kBeatInterval.count()),
+                " ms whatever its Python code does has stopped (process state ", state, what,
+                "). It is stopped (SIGSTOP, a paused container, a debugger) or starved of CPU; "
+                "TORCH_RING_LINK_SILENCE_MS=", silenceBound_.count(),
+                " is the bound (0: wait for the group's timeout)");
 }
 
 // A wait reads its counter, then calls checkHealth: the peer may have published and closed in

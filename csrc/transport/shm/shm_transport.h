@@ -106,6 +106,9 @@ class ShmTransport : public Transport {
   // The group-wide failure record lives in the first local rank's segment.
   GroupControl& control() const { return header(0)->control; }
   void checkPeersAlive();
+  // The reason to give up on local peer `i` (rank r, pid): its heartbeat has been still for
+  // longer than silenceBound_; "" while it beats. Called by checkPeersAlive only.
+  std::string silentPeer(int i, int r, int pid, int64_t nowNs);
   // Throws if `peer` shut the group down in order and the caller's wait cannot be satisfied.
   void checkPeerStillOpen(int peer);
 
@@ -122,6 +125,16 @@ class ShmTransport : public Transport {
   std::mutex abortMutex_;
   std::string abortReason_;  // guarded by abortMutex_
   std::atomic<int64_t> lastLivenessCheckNs_{0};
+  // Same-host liveness (heartbeat.h): a peer whose heartbeat has not moved for silenceBound_
+  // is not running. Per local index: the beat last seen and when it was seen to change (this
+  // process's clock, so processes need not share one). 0 ms: off.
+  struct PeerBeat {
+    uint64_t seen = 0;
+    int64_t changedNs = 0;
+  };
+  std::chrono::milliseconds silenceBound_{0};
+  std::mutex beatsMutex_;
+  std::vector<PeerBeat> beats_;  // guarded by beatsMutex_
   uint64_t instance_;  // unique per transport in this process (see checkHealth)
 };
 
