@@ -15,6 +15,7 @@
 #include <string>
 
 #include "backend/completion_hooks.h"
+#include "backend/ephemeral_timeouts.h"
 
 namespace ring {
 
@@ -33,6 +34,7 @@ class CallEnds {
   // to report, which two loads tell.
   void finished(c10d::OpType type, uint64_t seq, Clock::time_point start, Clock::time_point end,
                 const std::exception_ptr& error) {
+    if (!isPointToPoint(type)) ephemeral_.ended(seq);
     if (!error && !hasHook_.load(std::memory_order_acquire)) return;
     report(type, seq, start, end, error);
   }
@@ -45,12 +47,20 @@ class CallEnds {
   c10d::ErrorType lastError() const { return static_cast<c10d::ErrorType>(lastError_.load()); }
   // A new membership starts with no failure (reconfigure).
   void clearLastError() { lastError_.store(0); }
+  // The group's temporary timeout extensions, which end with calls (addEphemeralTimeout).
+  EphemeralTimeouts& ephemeral() { return ephemeral_; }
+  const EphemeralTimeouts& ephemeral() const { return ephemeral_; }
 
  private:
   void report(c10d::OpType type, uint64_t seq, Clock::time_point start, Clock::time_point end,
               const std::exception_ptr& error);
 
+  static bool isPointToPoint(c10d::OpType t) {
+    return t == c10d::OpType::SEND || t == c10d::OpType::RECV || t == c10d::OpType::RECVANYSOURCE;
+  }
+
   const std::function<void()> afterFailure_;
+  EphemeralTimeouts ephemeral_;
   std::atomic<int> lastError_{0};  // c10d::ErrorType
   std::mutex hookMutex_;
   // The hook's thread: set once (never unset) under hookMutex_, then published by hasHook_,

@@ -20,6 +20,7 @@
 #include <mutex>
 
 #include "backend/coalescing.h"
+#include "backend/abort_hooks.h"
 #include "backend/call_ends.h"
 #include "backend/host_call.h"
 #include "backend/ring_options.h"
@@ -193,6 +194,19 @@ class RingBackend : public c10d::Backend {
   float endTimeEstimate();
 #endif
 
+#if RING_TORCH_AT_LEAST(2, 15)
+  // torch 2.15's temporary timeout extension (ephemeral_timeouts.h) and abort hooks
+  // (abort_hooks.h).
+  void addEphemeralTimeout(const std::chrono::milliseconds& timeout) override {
+    ends_.ephemeral().add(timeout, seq_.load());
+  }
+  bool supportsAbortHooks() const override { return true; }
+  void registerAbortHook(int64_t id, c10d::AbortHook hook) override {
+    abortHooks_.add(id, std::move(hook));
+  }
+  void unregisterAbortHook(int64_t id) override { abortHooks_.remove(id); }
+#endif
+
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
   void abort() override;
@@ -210,8 +224,9 @@ class RingBackend : public c10d::Backend {
  private:
   // A call's timeout: its own if set, else the group's (setTimeout, or the constructor's).
   std::chrono::milliseconds effectiveTimeout(std::chrono::milliseconds t) const {
-    return t == c10d::kUnsetTimeout || t.count() <= 0 ? std::chrono::milliseconds(timeoutMs_.load())
-                                                       : t;
+    return (t == c10d::kUnsetTimeout || t.count() <= 0 ? std::chrono::milliseconds(timeoutMs_.load())
+                                                        : t) +
+           ends_.ephemeral().extra();
   }
   // Links this rank to the group's others through `store` (collective), and the queue that runs
   // calls over them: the constructor's set-up, and reconfigure()'s for a new membership.
@@ -272,7 +287,11 @@ class RingBackend : public c10d::Backend {
   double estimatedSeconds_ = 0;
   // Where every call reports its end (getError, the dump after a failure, the completion hook).
   // Declared before the runners that report to it (comm_, queue_, p2p_, cuda_), so it outlives them.
-  CallEnds ends_{[this] { dumpAfterFailure(); }};
+  AbortHooks abortHooks_;  // before ends_, whose failure callback runs them
+  CallEnds ends_{[this] {
+    abortHooks_.runOnce(rank_, groupName_, "after a failed call");
+    dumpAfterFailure();
+  }};
   // Released by shutdown() (guarded by commMutex_ from then on: abort() may race with it).
   mutable std::mutex commMutex_;
   std::unique_ptr<Communicator> comm_;

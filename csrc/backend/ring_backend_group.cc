@@ -168,6 +168,7 @@ void RingBackend::disconnect() {
 
 void RingBackend::abort() {
   LogScope logScope(rank_, groupName_);
+  abortHooks_.runOnce(rank_, groupName_, "by abort()");
   {
     std::lock_guard<std::mutex> lock(commMutex_);
     if (comm_) comm_->abort("abort() was called on this rank");

@@ -1,0 +1,39 @@
+"""torch 2.15's Backend calls that gloo and NCCL answer, on "ring" (torch215_checks.py): abort
+hooks (supportsAbortHooks, registered by id, run on abort() and when a failed call breaks the
+group) and addEphemeralTimeout (a call's timeout lengthened until the first call created after
+it ends). Skipped before torch 2.15; run by scripts/torch_matrix.sh's 2.15 step."""
+import pytest
+import torch
+
+from torch_ring_backend._launch import run_on_local_ranks
+
+pytestmark = pytest.mark.skipif(
+    tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 15),
+    reason="torch 2.15's Backend calls (scripts/torch_matrix.sh runs this with torch 2.15)")
+
+from torch215_checks import (  # noqa: E402
+    rank_abort_hooks_run_on_abort, rank_abort_hooks_run_when_a_call_fails,
+    rank_ephemeral_timeout)
+
+
+def test_abort_runs_the_registered_abort_hooks_once():
+    for rank, res in enumerate(run_on_local_ranks(rank_abort_hooks_run_on_abort, 2,
+                                                  timeout_s=120)):
+        assert res["supported"] is True, (rank, res)
+        assert res["ran"] == [7], (rank, res)
+
+
+def test_a_failed_call_runs_the_abort_hooks_before_its_error_is_raised():
+    r0, r1 = run_on_local_ranks(rank_abort_hooks_run_when_a_call_fails, 2, 2, timeout_s=120)
+    assert r0["error"] and "timed out" in r0["error"], r0
+    assert r0["ran"] == 1, r0
+
+
+def test_an_ephemeral_timeout_lengthens_calls_until_the_first_one_after_it_ends():
+    timeout_s, late_s, extra_s = 2, 3.5, 4
+    r0, r1 = run_on_local_ranks(rank_ephemeral_timeout, 2, timeout_s, late_s, extra_s,
+                                timeout_s=120)
+    first, second = r0["outcomes"]
+    assert first[0] == "ok" and first[1] >= late_s - 0.5 and first[2] == 2.0, r0
+    assert second[0] == "DistBackendError" and "timed out" in second[2], r0
+    assert timeout_s <= second[1] < timeout_s + 1.5, r0
