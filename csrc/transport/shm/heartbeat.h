@@ -21,7 +21,7 @@ constexpr std::chrono::milliseconds kBeatInterval{250};
 // attaches itself.
 void attachHeartbeat(std::atomic<uint64_t>* word);
 // Stops beating `word`: when this returns the thread no longer touches it (its memory may go);
-// the last word's detach also joins the thread.
+// the last word's detach also joins the thread. A word never attached is no error.
 void detachHeartbeat(std::atomic<uint64_t>* word);
 
 }  // namespace ring

@@ -254,7 +254,8 @@ ShmTransport::ShmTransport(Store& store, int rank, int nranks, std::vector<int> 
   for (int i = 0; i < nlocal; ++i) {
     beats_[static_cast<size_t>(i)] = {header(i)->heartbeat.load(std::memory_order_relaxed), now};
   }
-  attachHeartbeat(&own->heartbeat);
+  // Only peers on this host read the heartbeat: a rank alone in its domain starts no thread.
+  if (nlocal > 1) attachHeartbeat(&own->heartbeat);
 }
 
 ShmTransport::~ShmTransport() {
