@@ -94,10 +94,12 @@ for torch in "${WANT[@]}"; do
   if [ $ok -eq 1 ]; then
     # What torch's own tools see of ring changes with torch: the profiler's spans and
     # record_param_comms, the dumps fr_trace reads, torch 2.15's flight-recorder hook,
-    # TORCH_FR_BUFFER_SIZE=0; torch 2.15's abort hooks and ephemeral timeouts (skipped before).
+    # TORCH_FR_BUFFER_SIZE=0; torch 2.15's abort and completion hooks and ephemeral timeouts
+    # (skipped before); merge_remote_group, whose caller torch 2.15 changed.
     step="profiler, flight recorder and torch 2.15 call tests"
     (cd "$tree" && PYTHONPATH="$PWD" "$vpy" -m pytest -q -p no:cacheprovider \
       tests/python/test_profiler.py tests/python/test_fr_dump.py tests/python/test_torch_215_calls.py \
+      tests/python/test_merge_remote_group.py \
       "tests/python/test_registration.py::test_torch_does_not_hook_its_flight_recorder_onto_ring" \
       "tests/python/test_faults.py::test_torch_fr_buffer_size_zero_turns_the_flight_recorder_off") \
       >> "$log" 2>&1 || ok=0

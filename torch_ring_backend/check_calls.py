@@ -112,6 +112,24 @@ def _future_result(device, rank, world):
     return torch.tensor([result]), diff
 
 
+def _merged_halves(device, rank, world):
+    """The ranks in two halves (new_group), merged back into one group of every rank through
+    the default store (ProcessGroup.merge_remote_group): an all_reduce of rank + 1 there."""
+    import torch
+    import torch.distributed as dist
+
+    half = world // 2
+    halves = [dist.new_group(list(range(half))), dist.new_group(list(range(half, world)))]
+    store = dist.PrefixStore("torch-ring-check/merge",
+                             dist.distributed_c10d._get_default_store())
+    merged = halves[0 if rank < half else 1].merge_remote_group(
+        store, world, datetime.timedelta(seconds=60))
+    x = torch.full((64,), float(rank + 1), device=device)
+    merged.allreduce([x]).wait()
+    got = x.cpu()
+    return got, _max_abs(got, torch.full((64,), world * (world + 1) / 2))
+
+
 def _calls(device, world):
     """(row name, function, why it is left out or None) for every call of the table."""
     import torch
@@ -130,6 +148,8 @@ def _calls(device, world):
          f"the row's sums are exact up to {FLOAT8_EXACT_WORLD} ranks"),
         ("all_reduce of a sparse COO tensor vs dense sum", _sparse_sum,
          None if device.type == "cpu" else "sparse all_reduce runs on CPU tensors"),
+        ("merge_remote_group of two halves: all_reduce vs closed form", _merged_halves,
+         None if world >= 2 else "two halves need two ranks"),
         ("Work.get_future_result() of an all_reduce", _future_result,
          None if hasattr(dist.Work, "get_future_result") else
          f"{version} has no get_future_result"),

@@ -2,17 +2,44 @@
 // its flight recorder. Registration of the "ring" name happens in torch_ring_backend/__init__.py.
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/utils/pybind.h>
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "backend/fr_dump.h"
 #include "backend/ring_backend.h"
 #include "common/knob_table.h"
+
 #ifdef RING_WITH_CUDA
 #include "backend/cuda_collectives.h"
 #include "backend/staging.h"
 #endif
 
 namespace py = pybind11;
+
+#if RING_TORCH_AT_LEAST(2, 15)
+namespace {
+
+// What the tests' completion hooks heard, by hook id: (completion key, milliseconds or none).
+// torch 2.15 gives the keyed hooks no Python call (their consumers are C++, as torch's flight
+// recorder hook), so a test registers this one through the same virtual call they use.
+struct HeardCompletions {
+  std::mutex mutex;
+  std::map<int64_t, std::vector<std::pair<uint64_t, std::optional<float>>>> byHook;
+};
+
+HeardCompletions& heardCompletions() {
+  static HeardCompletions* heard = new HeardCompletions;  // never destroyed: hooks may run late
+  return *heard;
+}
+
+}  // namespace
+#endif
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_ring_backend native module";
@@ -72,6 +99,29 @@ PYBIND11_MODULE(_C, m) {
       .def("_all_reduce_now", &ring::RingBackend::allReduceNow, py::arg("tensor"), py::arg("op"),
            py::call_guard<py::gil_scoped_release>())
       // What torch.distributed._time_estimator calls on a backend that supports it.
+#if RING_TORCH_AT_LEAST(2, 15)
+      // Tests: a keyed completion hook that records what it hears (heardCompletions), through
+      // c10d::Backend's virtual calls.
+      .def("_supports_completion_hooks",
+           [](const ring::RingBackend& self) {
+             return static_cast<const c10d::Backend&>(self).supportsCompletionHooks();
+           })
+      .def("_record_completions",
+           [](ring::RingBackend& self, int64_t id) {
+             static_cast<c10d::Backend&>(self).registerCompletionHook(
+                 id, [id](const c10d::CompletionHookArgs& args) {
+                   HeardCompletions& heard = heardCompletions();
+                   std::lock_guard<std::mutex> lock(heard.mutex);
+                   heard.byHook[id].emplace_back(args.completionKey, args.duration_ms);
+                 });
+           },
+           py::arg("hook_id"))
+      .def("_unregister_completion_hook",
+           [](ring::RingBackend& self, int64_t id) {
+             static_cast<c10d::Backend&>(self).unregisterCompletionHook(id);
+           },
+           py::arg("hook_id"))
+#endif
       .def("_start_time_estimate", &ring::RingBackend::startTimeEstimate)
       .def("_end_time_estimate", &ring::RingBackend::endTimeEstimate)
       .def(
@@ -153,6 +203,17 @@ PYBIND11_MODULE(_C, m) {
     return out;
   }, "Every environment knob: name, default, scope (whether ranks must agree), integer range.");
 
+#if RING_TORCH_AT_LEAST(2, 15)
+  m.def("_heard_completions", [](int64_t id) {
+    HeardCompletions& heard = heardCompletions();
+    std::lock_guard<std::mutex> lock(heard.mutex);
+    return heard.byHook[id];
+  }, "Tests: (completion key, milliseconds or None) that RingBackend._record_completions(id)'s "
+     "hook heard, in order.");
+  m.def("_completion_key", [](const c10::intrusive_ptr<c10d::Work>& work) {
+    return work->getCompletionKey();
+  }, "Tests: a Work's getCompletionKey (torch 2.15 binds none).");
+#endif
   // Counters for tests: which path CUDA calls of this process took.
   m.def("kernel_call_count", [] {
 #ifdef RING_WITH_CUDA

@@ -1,7 +1,7 @@
 // Where every call of a group reports its end, whichever path ran it (the host runner, the CUDA
 // kernels, point-to-point): the kind of the group's last failure (Backend::getError), the
-// flight recorder's dump after a failure, and the completion hook (completion_hooks.h) if one is
-// registered.
+// flight recorder's dump after a failure, the completion hook (completion_hooks.h) if one is
+// registered, and torch 2.15's keyed completion hooks (Backend::registerCompletionHook).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -10,8 +10,10 @@
 #include <chrono>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "backend/completion_hooks.h"
@@ -29,14 +31,34 @@ class CallEnds {
   CallEnds(const CallEnds&) = delete;
   CallEnds& operator=(const CallEnds&) = delete;
 
-  // One call ended: `error` null if it succeeded. Never runs the hook itself (see
-  // completion_hooks.h). Inline: every call ends here, and a success without a hook has nothing
-  // to report, which two loads tell.
+  // What a keyed completion hook hears of a call that succeeded: the key its Work answers to
+  // getCompletionKey, and the call's milliseconds where the backend timed it (else none).
+  using KeyedHook = std::function<void(uint64_t key, std::optional<float> ms)>;
+
+  // One call ended: `error` null if it succeeded. `key`: its Work's completion key; `timed`:
+  // whether end - start is the call's own duration (the host runner's calls; not the CUDA
+  // kernels', which the GPU times, nor point-to-point's, which include the wait for the peer).
+  // Never runs the thread hook itself (see completion_hooks.h). Inline: every call ends here,
+  // and a success without a hook has nothing to report, which three loads tell.
   void finished(c10d::OpType type, uint64_t seq, Clock::time_point start, Clock::time_point end,
-                const std::exception_ptr& error) {
+                const std::exception_ptr& error, uint64_t key, bool timed) {
     if (!isPointToPoint(type)) ephemeral_.ended(seq);
-    if (!error && !hasHook_.load(std::memory_order_acquire)) return;
-    report(type, seq, start, end, error);
+    if (!error && !hasHook_.load(std::memory_order_acquire) &&
+        !hasKeyedHooks_.load(std::memory_order_acquire)) {
+      return;
+    }
+    report(type, seq, start, end, error, key, timed);
+  }
+
+  // torch 2.15's keyed hooks: each runs on the thread that learned of a successful call (the
+  // contract: short, no GIL, no call back into the backend), never for a failed one. The same
+  // id replaces a hook; an unknown id is no error.
+  void addKeyedHook(int64_t id, KeyedHook hook);
+  void removeKeyedHook(int64_t id);
+  // The keyed hooks' part of a success, alone: for a Work that completes with another call (a
+  // call held in a coalescing block completes with the block's task).
+  void succeeded(uint64_t key, std::optional<float> ms) {
+    if (hasKeyedHooks_.load(std::memory_order_acquire)) runKeyedHooks(key, ms);
   }
 
   // torch's registerOnCompletionHook: false (nothing changed) if a hook is already registered.
@@ -53,7 +75,8 @@ class CallEnds {
 
  private:
   void report(c10d::OpType type, uint64_t seq, Clock::time_point start, Clock::time_point end,
-              const std::exception_ptr& error);
+              const std::exception_ptr& error, uint64_t key, bool timed);
+  void runKeyedHooks(uint64_t key, std::optional<float> ms);
 
   static bool isPointToPoint(c10d::OpType t) {
     return t == c10d::OpType::SEND || t == c10d::OpType::RECV || t == c10d::OpType::RECVANYSOURCE;
@@ -67,6 +90,11 @@ class CallEnds {
   // which finished() reads without the lock.
   std::unique_ptr<CompletionHooks> hooks_;
   std::atomic<bool> hasHook_{false};
+  // The keyed hooks, called under keyedMutex_ (so that unregistering waits for a running one);
+  // hasKeyedHooks_ says whether there are any, for finished() to read without the lock.
+  std::mutex keyedMutex_;
+  std::map<int64_t, KeyedHook> keyedHooks_;
+  std::atomic<bool> hasKeyedHooks_{false};
 };
 
 }  // namespace ring

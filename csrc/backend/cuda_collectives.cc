@@ -99,12 +99,13 @@ c10::intrusive_ptr<c10d::Work> CudaCollectives::run(const CheckScope& s, c10d::O
   call.timeout = timeout;
   call.caller = caller.stream();
   call.timed = timed_.load(std::memory_order_relaxed);
-  call.onFinished = [sink = sink_, type, seq,
+  const uint64_t key = nextCompletionKey();
+  call.onFinished = [sink = sink_, type, seq, key,
                      start = std::chrono::steady_clock::now()](std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(sink->mutex);
     if (sink->finished) {
       sink->finished(type, seq, start, std::chrono::steady_clock::now(),
-                     error ? toTorchError(error) : nullptr);
+                     error ? toTorchError(error) : nullptr, key);
     }
   };
   call.afterLaunch = [&](cudaStream_t) {
@@ -133,7 +134,7 @@ c10::intrusive_ptr<c10d::Work> CudaCollectives::run(const CheckScope& s, c10d::O
     TORCH_CHECK(false, e.what());
   }
   return c10::make_intrusive<CudaRingWork>(type, std::move(task), std::move(outputs), device_,
-                                           cudaKnobs().blockingWait, std::move(future));
+                                           cudaKnobs().blockingWait, std::move(future), key);
 }
 
 c10::intrusive_ptr<c10d::Work> CudaCollectives::allReduce(const CheckScope& s, const at::Tensor& t,

@@ -40,13 +40,13 @@ class CudaCollectives {
   // peer never arrives; a group whose links cannot all use peer memory is created anyway, with
   // usable() false (the caller stages through host memory). The kernels run on `stream`, the
   // group's stream of its CUDA collectives on `device`, which must outlive this object.
-  // `finished` runs once per collective when its outcome is known, with its start and end
-  // (the group's completion hook and last error, as every other call of the group reports);
-  // never after this object is gone.
+  // `finished` runs once per collective when its outcome is known, with its start and end and
+  // its Work's completion key (the group's completion hooks and last error, as every other call
+  // of the group reports); never after this object is gone.
   using Finished = std::function<void(c10d::OpType, uint64_t seq,
                                       std::chrono::steady_clock::time_point start,
                                       std::chrono::steady_clock::time_point end,
-                                      const std::exception_ptr& error)>;
+                                      const std::exception_ptr& error, uint64_t key)>;
   CudaCollectives(Store& store, Communicator& comm, FlightRecorder& recorder, int rank,
                   int size, at::Device device, std::chrono::milliseconds timeout,
                   DedicatedStream& stream, Finished finished);

@@ -18,13 +18,15 @@ c10::intrusive_ptr<c10::ivalue::Future> cudaFuture(at::Device device) {
 
 CudaRingWork::CudaRingWork(c10d::OpType type, std::shared_ptr<CudaTask> task,
                            std::vector<at::Tensor> outputs, at::Device device, bool blockingWait,
-                           c10::intrusive_ptr<c10::ivalue::Future> future)
+                           c10::intrusive_ptr<c10::ivalue::Future> future,
+                           uint64_t completionKey)
     : c10d::Work(task->rank(), type),
       task_(std::move(task)),
       outputs_(std::move(outputs)),
       device_(device),
       blockingWait_(blockingWait),
-      future_(std::move(future)) {
+      future_(std::move(future)),
+      completionKey_(completionKey) {
   // The task finishes on whichever thread learns the outcome first (the watchdog, or a caller
   // of isCompleted/wait); the Work's own state (wait, exception, isSuccess) follows it. Raw
   // `this`: the destructor drops the hook before the Work goes.

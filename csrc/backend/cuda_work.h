@@ -21,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/ring_options.h"
 #include "backend/work_outcome.h"
 #include "executor/cuda_task.h"
 
@@ -35,7 +36,7 @@ class CudaRingWork : public c10d::Work {
   // `future` is already completed (under the comm stream, right behind the kernel).
   CudaRingWork(c10d::OpType type, std::shared_ptr<CudaTask> task, std::vector<at::Tensor> outputs,
                at::Device device, bool blockingWait,
-               c10::intrusive_ptr<c10::ivalue::Future> future);
+               c10::intrusive_ptr<c10::ivalue::Future> future, uint64_t completionKey);
   ~CudaRingWork() override;
 
   bool isCompleted() override;
@@ -46,6 +47,10 @@ class CudaRingWork : public c10d::Work {
   // The c10d::WorkResult the kernel's task ended with, once it has (torch's get_future_result).
   c10::intrusive_ptr<c10::ivalue::Future> getFutureResult() override;
   uint64_t getSequencenumber() const override;
+#if RING_TORCH_AT_LEAST(2, 15)
+  // The key the kernel's completion hooks report (nextCompletionKey).
+  uint64_t getCompletionKey() const override { return completionKey_; }
+#endif
   // torch's Work._get_duration, as NCCL's: the kernel's milliseconds on the GPU, once it has
   // ended successfully, when collective timing was on as it was enqueued.
   float getDuration() const override;
@@ -59,6 +64,7 @@ class CudaRingWork : public c10d::Work {
   const bool blockingWait_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   WorkResultFuture result_;
+  const uint64_t completionKey_;
 };
 
 }  // namespace ring

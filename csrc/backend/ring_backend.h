@@ -7,7 +7,7 @@
 //   - other CUDA tensors: the same host call over pinned host copies (staging.h).
 // Point-to-point operations go to their own progress engine (executor/p2p_engine.h).
 // Defined in three files: ring_backend.cc (the collectives and their dispatch, the CUDA path's
-// set-up), ring_backend_group.cc (life, coalescing, settings, split and shrink) and
+// set-up), ring_backend_group.cc (life, coalescing, settings, split, merge and shrink) and
 // ring_backend_p2p.cc (point-to-point).
 #pragma once
 
@@ -150,11 +150,18 @@ class RingBackend : public c10d::Backend {
 
   // A new backend over some of this group's ranks: split (collective among `ranks`, which are
   // this group's ranks; nullptr on the others) and shrink (collective among the ranks that stay,
-  // e.g. after one died: dist.shrink_group). Both set up fresh links through a store.
+  // e.g. after one died: dist.shrink_group); or over ranks of several groups (merge). Each sets
+  // up fresh links through a store.
   bool supportsSplitting() const override { return true; }
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
                                           const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& opts) override;
+  // merge (ProcessGroup.merge_remote_group): this rank joins a new group of `size` ranks
+  // gathered from several groups through `store`, as rank `rank` (torch numbers them in the
+  // order they reach the store); collective among the ranks of the new group.
+  c10::intrusive_ptr<c10d::Backend> merge(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const c10::intrusive_ptr<Options>& opts,
+                                          const int& rank, const int& size) override;
   bool supportsShrinking() const override { return true; }
   c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude,
                                            int shrinkFlags,
@@ -195,11 +202,23 @@ class RingBackend : public c10d::Backend {
 #endif
 
 #if RING_TORCH_AT_LEAST(2, 15)
-  // torch 2.15's temporary timeout extension (ephemeral_timeouts.h) and abort hooks
-  // (abort_hooks.h).
+  // torch 2.15's temporary timeout extension (ephemeral_timeouts.h), completion hooks and abort
+  // hooks (abort_hooks.h).
   void addEphemeralTimeout(const std::chrono::milliseconds& timeout) override {
     ends_.ephemeral().add(timeout, seq_.load());
   }
+  // Keyed completion hooks (call_ends.h): on the thread that learns of each successful call,
+  // with its Work's getCompletionKey.
+  bool supportsCompletionHooks() const override { return true; }
+  void registerCompletionHook(int64_t id, c10d::CompletionHook hook) override {
+    ends_.addKeyedHook(id, [hook = std::move(hook)](uint64_t key, std::optional<float> ms) {
+      c10d::CompletionHookArgs args;
+      args.completionKey = key;
+      args.duration_ms = ms;
+      hook(args);
+    });
+  }
+  void unregisterCompletionHook(int64_t id) override { ends_.removeKeyedHook(id); }
   bool supportsAbortHooks() const override { return true; }
   void registerAbortHook(int64_t id, c10d::AbortHook hook) override {
     abortHooks_.add(id, std::move(hook));

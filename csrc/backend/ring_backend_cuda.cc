@@ -37,8 +37,10 @@ void RingBackend::setUpCudaLocked(const CheckScope& s, const at::Device& device)
                                               [this](c10d::OpType type, uint64_t seq,
                                                      std::chrono::steady_clock::time_point start,
                                                      std::chrono::steady_clock::time_point end,
-                                                     const std::exception_ptr& error) {
-                                                ends_.finished(type, seq, start, end, error);
+                                                     const std::exception_ptr& error,
+                                                     uint64_t key) {
+                                                ends_.finished(type, seq, start, end, error, key,
+                                                               /*timed=*/false);
                                               });
     if (timeKernels_.load()) cuda_->timeKernels();
   } catch (const CommError& e) {

@@ -210,8 +210,11 @@ c10::intrusive_ptr<c10d::Work> RingBackend::endCoalescing() {
     // Each caller's Work completes with the block's task (on the worker, right after it).
     std::vector<c10::intrusive_ptr<RingWork>> members;
     for (const auto& h : block.held) members.push_back(h.work);
-    task->getFuture()->addCallback([members](c10::ivalue::Future& f) {
-      for (const auto& m : members) m->complete(f.hasError() ? f.exception_ptr() : nullptr);
+    task->getFuture()->addCallback([this, members](c10::ivalue::Future& f) {
+      for (const auto& m : members) {
+        if (!f.hasError()) ends_.succeeded(m->completionKey(), std::nullopt);
+        m->complete(f.hasError() ? f.exception_ptr() : nullptr);
+      }
     });
     parts.insert(parts.begin(), task);
   }
@@ -316,7 +319,7 @@ void RingBackend::eagerConnectSingleDevice(at::Device device) {
 #endif
 }
 
-// ---- new backends over some of the ranks: split and shrink ----------------------------------------
+// ---- new backends over some of the ranks: split, merge and shrink ----------------------------------------
 
 namespace {
 
@@ -351,6 +354,25 @@ c10::intrusive_ptr<c10d::Backend> RingBackend::split(const c10::intrusive_ptr<c1
   // The new group's rank is the position in `ranks` (torch's order).
   return c10::make_intrusive<RingBackend>(store, static_cast<int>(it - ranks.begin()),
                                           static_cast<int>(ranks.size()), options);
+}
+
+c10::intrusive_ptr<c10d::Backend> RingBackend::merge(const c10::intrusive_ptr<c10d::Store>& store,
+                                                      const c10::intrusive_ptr<Options>& opts,
+                                                      const int& rank, const int& size) {
+  CheckScope s{"merge_remote_group", rank_, size_};
+  if (size < 1 || rank < 0 || rank >= size) {
+    failUsage(s, strCat("rank ", rank, " of a merged group of ", size, " ranks: expected a rank in "
+                        "[0, size) (more ranks reached the store than the size given?)"));
+  }
+  auto options = childOptions(opts, *options_);
+  if (options->group_name.empty()) options->group_name = groupName_ + ":merge";
+  {
+    LogScope logScope(rank_, groupName_);
+    RING_LOG(kLogInfo, "merging into a group of ", size, " ranks as rank ", rank);
+  }
+  // The merged group's own links, made through the store every member shares; this group
+  // stays as it is.
+  return c10::make_intrusive<RingBackend>(store, rank, size, options);
 }
 
 c10::intrusive_ptr<c10d::Backend> RingBackend::shrink(const std::vector<int64_t>& ranksToExclude,

@@ -81,7 +81,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::pointToPoint(bool isSend, at::Tensor
   // The lambda holds the tensor so its storage outlives the transfer.
   const auto posted = std::chrono::steady_clock::now();
   op.done = [this, work, data, type, posted](std::exception_ptr error, int source) {
-    ends_.finished(type, 0, posted, std::chrono::steady_clock::now(), error);
+    ends_.finished(type, 0, posted, std::chrono::steady_clock::now(), error,
+                   work->completionKey(), /*timed=*/false);
     work->complete(error, source);
   };
 #ifdef RING_WITH_CUDA
@@ -121,6 +122,8 @@ void RingBackend::finishWhenDone(const c10::intrusive_ptr<RingWork>& hostWork,
   // Runs on the thread that completes the host call, right after it (or here, if it already
   // ended). A raw pointer: the callback lives inside the host work's own future.
   RingWork* host = hostWork.get();
+  // The hooks hear of the host call's end: the Work the caller holds answers its key.
+  staged->useCompletionKey(host->completionKey());
   hostWork->getFuture()->addCallback([staged, host](c10::ivalue::Future& f) {
     staged->finish(f.hasError() ? f.exception_ptr() : nullptr, host->completedSource(),
                    host->knownDuration());

@@ -8,6 +8,7 @@
 
 #include <mutex>
 
+#include "backend/ring_options.h"
 #include "backend/work_outcome.h"
 #include "common/errors.h"
 #include "common/logging.h"
@@ -103,6 +104,11 @@ class StagedWork : public c10d::Work {
   }
 
   void setSource(int source) { source_.store(source); }
+  // The host call's key (StagedCall::useCompletionKey), set before the Work is handed out.
+  void setCompletionKey(uint64_t key) { completionKey_ = key; }
+#if RING_TORCH_AT_LEAST(2, 15)
+  uint64_t getCompletionKey() const override { return completionKey_; }
+#endif
   void setHostMilliseconds(float ms) { hostMs_.store(ms, std::memory_order_relaxed); }
   // The host part's time (RingWork::getDuration): the ring collective between the copies. The
   // copies in and back run on the copy stream and are not counted, as NCCL counts its kernel
@@ -163,6 +169,7 @@ class StagedWork : public c10d::Work {
   WorkResultFuture result_;
   std::atomic<int> source_{-1};
   std::atomic<float> hostMs_{-1.0f};  // -1: the host part has not ended (or failed)
+  uint64_t completionKey_ = 0;  // set once, before the Work is handed out
 };
 
 StagedCall::StagedCall(const char* collective, std::string what, c10d::OpType type, uint64_t seq,
@@ -278,5 +285,7 @@ void StagedCall::finish(std::exception_ptr error, int source, float hostMs) {
 }
 
 c10::intrusive_ptr<c10d::Work> StagedCall::work() const { return work_; }
+
+void StagedCall::useCompletionKey(uint64_t key) { work_->setCompletionKey(key); }
 
 }  // namespace ring

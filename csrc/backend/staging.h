@@ -51,6 +51,9 @@ class StagedCall {
   void finish(std::exception_ptr error, int source = -1, float hostMs = -1.0f);
 
   c10::intrusive_ptr<c10d::Work> work() const;
+  // The completion key the Work answers (torch 2.15's getCompletionKey): the host call's, whose
+  // end the completion hooks report. Set before the Work is handed out.
+  void useCompletionKey(uint64_t key);
   const std::string& what() const { return what_; }
 
  private:

@@ -52,4 +52,9 @@ class WorkResultFuture {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
+// A key no other Work of this process has had: what getCompletionKey answers (torch 2.15) and
+// the completion hooks report. Not the Work's address: a hook may learn of a call after its
+// Work is gone, when the address may already belong to a new one.
+uint64_t nextCompletionKey();
+
 }  // namespace ring

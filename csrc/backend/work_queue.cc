@@ -292,7 +292,8 @@ std::exception_ptr WorkQueue::run(uint64_t id, Task& task, const char* thread) {
   recorder_.markEnded(id, what, end, plan);
   task.call.plan = nullptr;
   task.call.prepared = nullptr;
-  ends_.finished(task.work->retrieveOpType(), task.call.seq, start, end, error);
+  ends_.finished(task.work->retrieveOpType(), task.call.seq, start, end, error,
+                 task.work->completionKey(), /*timed=*/true);
   RING_PHASE(12, "end time, recorder, call ends");
   return error;
 }

@@ -49,6 +49,7 @@
 #include "backend/call_ends.h"
 #include "backend/comm_profile.h"
 #include "backend/host_call.h"
+#include "backend/ring_options.h"
 #include "backend/work_outcome.h"
 #include "executor/communicator.h"
 #include "executor/flight_recorder.h"
@@ -76,6 +77,11 @@ class RingWork : public c10d::Work {
   // torch's get_future_result: a Future of int, the c10d::WorkResult the call ended with.
   c10::intrusive_ptr<c10::ivalue::Future> getFutureResult() override;
   uint64_t getSequencenumber() const override;
+  // The key this call's completion hooks report (nextCompletionKey).
+  uint64_t completionKey() const { return completionKey_; }
+#if RING_TORCH_AT_LEAST(2, 15)
+  uint64_t getCompletionKey() const override { return completionKey_; }
+#endif
   // torch's Work._get_duration: milliseconds from the start of the call's run to its end, once
   // it has completed (every call is timed; torch's enableCollectivesTiming changes nothing).
   float getDuration() const override;
@@ -103,6 +109,7 @@ class RingWork : public c10d::Work {
   void settle(c10::ivalue::Future& f, const std::exception_ptr& torchError);
 
   uint64_t seq_;
+  const uint64_t completionKey_ = nextCompletionKey();
   std::vector<at::Tensor> outputs_;
   // Made on the first getFuture(), not per call: most callers (dist.all_reduce, a wait())
   // never ask for it, and a Future is an allocation, a list value and a lock per call

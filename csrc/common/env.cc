@@ -55,6 +55,25 @@ std::string readTransport() {
   return v;
 }
 
+int64_t readShmBudget() {
+  const std::string raw = readString("TORCH_RING_SHM_BUDGET");
+  const std::string text = lowered(raw);
+  if (text.empty() || text == "auto") return 0;
+  char* end = nullptr;
+  const double count = std::strtod(text.c_str(), &end);
+  const std::string unit(end);
+  int64_t scale = 0;
+  if (unit.empty() || unit == "b") scale = 1;
+  if (unit == "k" || unit == "kb" || unit == "kib") scale = int64_t{1} << 10;
+  if (unit == "m" || unit == "mb" || unit == "mib") scale = int64_t{1} << 20;
+  if (unit == "g" || unit == "gb" || unit == "gib") scale = int64_t{1} << 30;
+  if (end == text.c_str() || scale == 0 || !(count >= 1) || count * scale > 1.0e18) {
+    throw UsageError(strCat("TORCH_RING_SHM_BUDGET='", raw, "' must be auto or a size such as "
+                            "48MiB, 512K or 2G (units of 1024 bytes)"));
+  }
+  return static_cast<int64_t>(count * static_cast<double>(scale));
+}
+
 std::string readAlgo() {
   const std::string raw = readString("TORCH_RING_ALGO");
   const std::string v = lowered(raw);
@@ -108,6 +127,8 @@ EnvKnobs readEnvKnobs() {
   k.slotBytes = (k.slotBytes + 63) / 64 * 64;  // keep every payload 64-byte aligned
   k.slotBytesSet = std::getenv("TORCH_RING_SLOT_BYTES") != nullptr;
   k.slots = static_cast<int>(readKnob("TORCH_RING_SLOTS"));
+  k.slotsSet = std::getenv("TORCH_RING_SLOTS") != nullptr;
+  k.shmBudget = readShmBudget();
   k.spinMicros = static_cast<int>(readKnob("TORCH_RING_SPIN_US"));
   k.inlineBytes = readKnob("TORCH_RING_INLINE_BYTES");
   k.directBytes = readKnob("TORCH_RING_DIRECT_BYTES");

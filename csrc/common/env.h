@@ -17,6 +17,13 @@ struct EnvKnobs {
   bool slotBytesSet;
   // Slots per FIFO (TORCH_RING_SLOTS, default 4): how far a sender may run ahead.
   int slots;
+  // TORCH_RING_SLOTS was set: the shared-memory fit keeps both slot settings as given
+  // (transport/shm/shm_footprint.h), as it does when TORCH_RING_SLOT_BYTES was.
+  bool slotsSet;
+  // TORCH_RING_SHM_BUDGET = auto | a size (48MiB, 512K, 2G: units of 1024): what the inboxes of
+  // one host's ranks may take of /dev/shm together; 0 = auto (16 MiB per local rank, at most
+  // half of the free space). transport/shm/shm_footprint.h fits the slots to it.
+  int64_t shmBudget;
   // Microseconds a waiter busy-polls before it sleeps on a futex (TORCH_RING_SPIN_US; -1 when
   // unset: then each group chooses, see chooseSpin in executor/group_setup.cc). With more
   // ranks than cores, long spinning starves the rank that would make progress.

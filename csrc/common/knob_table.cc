@@ -41,6 +41,7 @@ const std::vector<KnobInfo>& knobTable() {
       integer("TORCH_RING_SLOT_BYTES", "262144", S::EveryRankAlike, 256 * 1024, 64,
               64 * 1024 * 1024),
       integer("TORCH_RING_SLOTS", "4", S::EveryRankAlike, 4, 2, 64),
+      words("TORCH_RING_SHM_BUDGET", "auto", S::EveryRankAlike),
       // -1: unset, each group chooses (executor/group_setup.cc, chooseSpin).
       integer("TORCH_RING_SPIN_US", "auto", S::PerRank, -1, 0, 10000000),
       integer("TORCH_RING_INLINE_BYTES", "4194304", S::PerRank, 4 * 1024 * 1024, 0, kTiB),

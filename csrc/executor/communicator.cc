@@ -42,6 +42,8 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   t.listenAddress = opts.listenAddress;
   t.timeout = opts.timeout;
   t.slotBytesChosen = opts.slotBytes > 0 || env().slotBytesSet;
+  t.slotsChosen = opts.slots > 0 || env().slotsSet;
+  t.shmBudget = env().shmBudget;
   GroupPlacement placement;
   plans_.algo = parseAlgoKnob(opts.algo.empty() ? env().algo : opts.algo);
   plans_.rdBytes = opts.rdBytes >= 0 ? opts.rdBytes : env().rdBytes;

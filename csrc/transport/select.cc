@@ -1,6 +1,9 @@
 #include "transport/select.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <map>
 #include <unordered_map>
 
 #include "common/env.h"
@@ -8,6 +11,8 @@
 #include "common/logging.h"
 #include "transport/host_identity.h"
 #include "transport/mixed_transport.h"
+#include "transport/shm/shm_footprint.h"
+#include "transport/shm/shm_segment.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
@@ -30,6 +35,66 @@ bool allTcp(const std::string& mode, const std::vector<std::string>& hosts) {
   std::vector<std::string> sorted = hosts;
   std::sort(sorted.begin(), sorted.end());
   return std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
+}
+
+// What a rank publishes beside its host identity: the free space of /dev/shm it found before
+// any inbox of this group was made, and the budget it asks for.
+std::string roomText(int64_t budget) { return strCat(shmFreeBytes(), " ", budget); }
+
+ShmRoom parseRoom(const std::string& text) {
+  ShmRoom room;
+  long long free = -1, budget = 0;
+  if (std::sscanf(text.c_str(), "%lld %lld", &free, &budget) != 2) {
+    throw CommError(strCat("ring: a peer's set-up key holds '", text, "' where the free space "
+                           "of /dev/shm and a budget belong: ranks of different versions?"));
+  }
+  // Unreadable free space: only the budget limits.
+  room.freeBytes = free < 0 ? std::numeric_limits<int64_t>::max() : free;
+  room.budget = budget;
+  return room;
+}
+
+// The geometry every shared-memory link of the group gets: per host, the fit of that host's
+// ranks to the least free space and budget its ranks reported; across hosts, the smallest of
+// those, so that every link of the group has one slot size (the plans slice by it) and every
+// rank computes the same from the same keys. A host's lowest rank logs its host's fit.
+void fitSharedMemory(const TransportOptions& opts, const LinkChoice& c, int rank,
+                     const std::vector<ShmRoom>& rooms, ShmGeometry* geometry) {
+  std::map<int, std::vector<int>> domains;  // lowest rank -> its shared-memory domain
+  for (size_t r = 0; r < c.shmDomainOf.size(); ++r) {
+    domains[c.shmDomainOf[r]].push_back(static_cast<int>(r));
+  }
+  // A slot size or depth that was set is the user's sizing: neither shrinks then.
+  const bool chosen = opts.slotBytesChosen || opts.slotsChosen;
+  ShmGeometry smallest = *geometry;
+  for (const auto& [lowest, members] : domains) {
+    if (members.size() < 2) continue;
+    ShmRoom room = rooms[static_cast<size_t>(members[0])];
+    for (int r : members) {
+      const ShmRoom& theirs = rooms[static_cast<size_t>(r)];
+      room.freeBytes = std::min(room.freeBytes, theirs.freeBytes);
+      if (theirs.budget > 0 && (room.budget == 0 || theirs.budget < room.budget)) {
+        room.budget = theirs.budget;
+      }
+    }
+    ShmGeometry wanted = *geometry;
+    wanted.nranks = static_cast<int>(members.size());
+    // Mailbox rounds need every rank of the group in one domain (as ShmTransport is made).
+    if (members.size() != c.shmDomainOf.size()) wanted.mailboxBytes = 0;
+    ShmFit fit;
+    try {
+      fit = fitShmGeometry(wanted, room, chosen);
+    } catch (const CommError& e) {
+      throw CommError(strCat("ring: rank ", rank, " cannot set up its group: ", e.what()));
+    }
+    if (fit.shrunk && lowest == rank) {
+      RING_LOG(kLogWarn, describeShmFit(wanted, fit, room));
+    }
+    smallest.slots = std::min(smallest.slots, fit.geometry.slots);
+    smallest.slotBytes = std::min(smallest.slotBytes, fit.geometry.slotBytes);
+  }
+  geometry->slots = smallest.slots;
+  geometry->slotBytes = smallest.slotBytes;
 }
 
 void checkMode(const std::string& mode) {
@@ -86,15 +151,24 @@ std::unique_ptr<Transport> connectGroup(Store& store, int rank, int size,
                                         const TransportOptions& opts, ShmGeometry* geometry,
                                         GroupPlacement* placement) {
   checkMode(opts.mode);  // before any store traffic: a bad setting fails this rank at once
-  store.set(strCat("ring/host/", rank), opts.hostId);
-  const std::vector<std::string> hosts = readEveryRank(
-      store, rank, size, [](int r) { return strCat("ring/host/", r); }, opts.hostId,
-      opts.timeout);
+  // One key per rank: the host identity, a newline, what the rank found of /dev/shm.
+  const std::string mine = strCat(opts.hostId, "\n", roomText(opts.shmBudget));
+  store.set(strCat("ring/host/", rank), mine);
+  const std::vector<std::string> values = readEveryRank(
+      store, rank, size, [](int r) { return strCat("ring/host/", r); }, mine, opts.timeout);
+  std::vector<std::string> hosts;
+  std::vector<ShmRoom> rooms;
+  for (const std::string& v : values) {
+    const size_t newline = v.rfind('\n');
+    hosts.push_back(v.substr(0, newline));
+    rooms.push_back(parseRoom(newline == std::string::npos ? "" : v.substr(newline + 1)));
+  }
   LinkChoice c = chooseLinks(opts.mode, rank, hosts);
   placement->machineRanks = c.machineRanks;
   placement->machineIndex = c.machineIndex;
   placement->shmDomainOf = c.shmDomainOf;
   if (!opts.slotBytesChosen && c.allTcp) geometry->slotBytes = kTcpSlotBytes;
+  if (!c.allTcp) fitSharedMemory(opts, c, rank, rooms, geometry);
   std::unique_ptr<Transport> shm, tcp;
   if (c.shmRanks.size() > 1 || c.tcpRanks.empty()) {
     ShmGeometry g = *geometry;

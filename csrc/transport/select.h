@@ -27,6 +27,8 @@ struct TransportOptions {
   std::string listenAddress;  // for TCP; empty: TORCH_RING_SOCKET_IFNAME / MASTER_ADDR
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};  // set-up
   bool slotBytesChosen = false;  // the slot size was set: keep it even if every link is TCP
+  bool slotsChosen = false;      // the depth was set: the fit keeps both as they are
+  int64_t shmBudget = 0;         // TORCH_RING_SHM_BUDGET in bytes; 0: auto
 };
 
 // The pure part of the choice, from every rank's host identity (hosts[r] is rank r's).
@@ -53,9 +55,10 @@ struct GroupPlacement {
   std::vector<int> shmDomainOf;
 };
 
-// Collective: publishes this rank's identity, reads everyone's, connects every link.
-// geometry->slotBytes grows to the TCP default when every link of the group is TCP (unless
-// chosen).
+// Collective: publishes this rank's identity (and what it found of /dev/shm), reads
+// everyone's, connects every link. geometry->slotBytes grows to the TCP default when every
+// link of the group is TCP (unless chosen); slots and slotBytes shrink where a host's
+// inboxes would not fit its budget (transport/shm/shm_footprint.h), the same on every rank.
 std::unique_ptr<Transport> connectGroup(Store& store, int rank, int size,
                                         const TransportOptions& opts, ShmGeometry* geometry,
                                         GroupPlacement* placement);

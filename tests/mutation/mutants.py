@@ -1,11 +1,13 @@
 """The mutants of tests/mutation/mutate.py: hand-picked changes to the source, each with the tests
 that must catch it (the rules are in mutate.py). Data only: a list that grows by an entry a
 mutant. Those of the plans across hosts, their prices and the emulated links are in
-mutants_hosts.py; those of the CUDA path's torch layer in mutants_cuda.py."""
+mutants_hosts.py; those of the CUDA path's torch layer in mutants_cuda.py; those of what ranks of
+one host share (heartbeat, /dev/shm fit, merge) in mutants_shared_host.py."""
 from mutant_type import Mutant
 from mutants_bench import BENCH_MUTANTS, SPIN_MUTANTS
 from mutants_cuda import CUDA_MUTANTS
 from mutants_hosts import HOST_MUTANTS
+from mutants_shared_host import SHARED_HOST_MUTANTS
 
 # What cpuHasAvx512() (csrc/reduce/reduce_avx512.cc) asks of the CPU before it serves that build.
 AVX512 = ("avx512f", "avx512bw", "avx512dq", "avx512vl")
@@ -59,8 +61,8 @@ MUTANTS = [
            binaries=("ring_unit_tests", "ring_tcp_tests")),
     # Every call's end (backend/call_ends.h): a failure counts with or without a hook.
     Mutant("call_ends_failure_needs_a_hook", "csrc/backend/call_ends.h",
-           "    if (!error && !hasHook_.load(std::memory_order_acquire)) return;",
-           "    if (!hasHook_.load(std::memory_order_acquire)) return;", "py",
+           "    if (!error && !hasHook_.load(std::memory_order_acquire) &&",
+           "    if (!hasHook_.load(std::memory_order_acquire) &&", "py",
            "tests/python/test_backend_api.py -x -q -k without_a_completion_hook", timeout=300,
            why="Backend.get_error says SUCCESS after a failed call on a group without a "
                "completion hook"),
@@ -920,19 +922,4 @@ MUTANTS = [
            "    if (!type || *type == \"Instruction\") continue;", "    if (!type) continue;",
            "cpp", "CacheTopology.*",
            why="an instruction cache above the data caches is taken for the last level"),
-    # Same-host liveness (transport/shm/heartbeat.cc, shm_transport.cc).
-    Mutant("same_host_heartbeat_never_advances", "csrc/transport/shm/heartbeat.cc",
-           "w->fetch_add(1, std::memory_order_relaxed);", "w->fetch_add(0, std::memory_order_relaxed);",
-           "py", "tests/python/test_faults.py -x -q -k late_but_live", timeout=300,
-           why="a live rank's heartbeat stands still: a rank late by a few seconds is taken for "
-               "a stopped one and the group breaks"),
-    Mutant("heartbeat_child_keeps_its_parents_words", "csrc/transport/shm/heartbeat.cc",
-           "  s.words.clear();", "", "cpp", "Heartbeat*",
-           why="a forked child's beat thread beats the words its parent registered: a stopped "
-               "parent would look alive while its child runs"),
-    Mutant("same_host_silence_never_checked", "csrc/transport/shm/shm_transport.cc",
-           "  if (silenceBound_.count() == 0) return {};", "  if (silenceBound_.count() >= 0) return {};",
-           "py", "tests/python/test_faults.py -x -q -k stopped_rank_on_the_same_host", timeout=300,
-           why="a rank stopped by SIGSTOP on the same host is waited for until the group's "
-               "timeout (300 s in the test) instead of named within seconds"),
-] + HOST_MUTANTS + CUDA_MUTANTS + BENCH_MUTANTS + SPIN_MUTANTS
+] + HOST_MUTANTS + CUDA_MUTANTS + BENCH_MUTANTS + SPIN_MUTANTS + SHARED_HOST_MUTANTS

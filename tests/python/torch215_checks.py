@@ -74,3 +74,55 @@ def rank_ephemeral_timeout(timeout_s, late_s, extra_s):
             if rank == 0:
                 break
     return {"outcomes": outcomes}
+
+
+def rank_completion_hooks():
+    """Backend.hpp's CompletionHook contract: fired once per Work that completed successfully,
+    with the key that Work answers to getCompletionKey; never for a failed one; nothing after
+    the hook is unregistered. Calls of every route a CPU group has: collectives run by the
+    worker or the caller, point-to-point, a coalesced block (torch folds its all_reduces into one held call, run by the block's task)."""
+    from torch_ring_backend import _C
+
+    rank, world = _join(2)
+    backend = _backend()
+    supported = backend._supports_completion_hooks()
+    backend._record_completions(11)
+    works = [dist.all_reduce(torch.ones(n), async_op=True) for n in (4, 1000, 300000)]
+    works.append(dist.all_gather_into_tensor(torch.empty(8), torch.ones(4), async_op=True))
+    peer = 1 - rank
+    works += [dist.isend(torch.ones(16), peer), dist.irecv(torch.empty(16), peer)]
+    # A coalesced block: its calls' Works stay inside torch (Python gets IllegalWork), but
+    # their hooks still fire; only their count is seen here.
+    with dist._coalescing_manager(device=torch.device("cpu"), async_ops=True) as coalesced:
+        for _ in range(2):
+            dist.all_reduce(torch.ones(8), async_op=True)
+    coalesced.wait()
+    for w in works:
+        w.wait()
+    dist.barrier()  # every hook of the calls above has run (they run before their Works end)
+    keys = [_C._completion_key(w) for w in works]
+    heard = _C._heard_completions(11)
+    heard_keys = [k for k, _ in heard]
+    # Host collectives are timed; point-to-point and held calls report no duration.
+    durations = {k: ms for k, ms in heard}
+    timed = [durations.get(k) for k in keys[:4]]
+    backend._unregister_completion_hook(11)
+    dist.all_reduce(torch.ones(4))
+    after_unregister = len(_C._heard_completions(11))
+    # A failed call: rank 1 stays away, rank 0's all_reduce times out (2 s) and fires nothing.
+    backend._record_completions(12)
+    failed = None
+    if rank == 0:
+        work = dist.all_reduce(torch.ones(4), async_op=True)
+        try:
+            work.wait()
+        except Exception as e:  # noqa: BLE001
+            failed = type(e).__name__
+        failed_key = _C._completion_key(work)
+    else:
+        time.sleep(4)
+        failed_key = None
+    return {"supported": supported, "keys": keys, "heard_keys": heard_keys, "timed": timed,
+            "heard_before_unregister": len(heard), "heard_others": len(set(heard_keys) - set(keys)), "after_unregister": after_unregister,
+            "failed": failed, "failed_key": failed_key,
+            "heard_for_failed": [k for k, _ in _C._heard_completions(12)]}

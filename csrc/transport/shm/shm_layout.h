@@ -1,5 +1,5 @@
 // Memory layout of a rank's shared-memory inbox. Every rank maps every inbox; the inbox of rank
-// d holds one FIFO per (channel, sender). Only plain, lock-free atomics and bytes live here:
+// d holds one FIFO per (channel, sender), none for d itself. Only plain, lock-free atomics and bytes live here:
 // the memory is shared between processes.
 #pragma once
 
@@ -11,8 +11,8 @@
 namespace ring {
 
 constexpr uint64_t kSegmentMagic = 0x746f7263685f7267ull;  // "torch_rg"
-constexpr uint32_t kLayoutVersion = 6;  // 3: SegmentHeader::issued; 4: issue times; 5: mailboxes;
-                                        // 6: heartbeat
+constexpr uint32_t kLayoutVersion = 7;  // 3: SegmentHeader::issued; 4: issue times; 5: mailboxes;
+                                        // 6: heartbeat; 7: no FIFO from the owner to itself
 // How many of the owner's latest collectives keep their issue time (SegmentHeader::issueTimes).
 constexpr int kIssueHistory = 64;
 constexpr size_t kReasonBytes = 1024;
@@ -116,12 +116,20 @@ struct ShmGeometry {
     if (mailboxBytes <= 0) return 0;
     return sizeof(MailboxControl) + 2 * mailboxBufferBytes();
   }
+  // FIFOs per channel in one inbox: one per sender, the owner excepted.
+  int sendersPerInbox() const { return nranks > 1 ? nranks - 1 : 0; }
   size_t mailboxOffset() const {
-    return kHeaderBytes + static_cast<size_t>(kChannelsInLayout) * nranks * fifoBytes();
+    return kHeaderBytes +
+           static_cast<size_t>(kChannelsInLayout) * sendersPerInbox() * fifoBytes();
   }
   size_t segmentBytes() const { return mailboxOffset() + mailboxRegionBytes(); }
-  size_t fifoOffset(int channel, int sender) const {
-    return kHeaderBytes + (static_cast<size_t>(channel) * nranks + sender) * fifoBytes();
+  // What every local rank's inbox takes together: the host's share of /dev/shm for the group.
+  size_t hostBytes() const { return static_cast<size_t>(nranks) * segmentBytes(); }
+  // The FIFO that `sender` (a local index) writes in the inbox of `owner` (another one).
+  size_t fifoOffset(int channel, int sender, int owner) const {
+    const int place = sender < owner ? sender : sender - 1;
+    return kHeaderBytes +
+           (static_cast<size_t>(channel) * sendersPerInbox() + place) * fifoBytes();
   }
   static constexpr int kChannelsInLayout = 2;
 };

@@ -43,14 +43,13 @@ void* mapShared(int fd, size_t bytes, const std::string& name) {
   return p;
 }
 
-// The free space of /dev/shm, for error messages (0 when statvfs fails).
-unsigned long long shmFreeBytes() {
-  struct statvfs vfs;
-  if (statvfs("/dev/shm", &vfs) != 0) return 0;
-  return static_cast<unsigned long long>(vfs.f_bavail) * vfs.f_frsize;
-}
-
 }  // namespace
+
+int64_t shmFreeBytes() {
+  struct statvfs vfs;
+  if (statvfs("/dev/shm", &vfs) != 0) return -1;
+  return static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
+}
 
 ShmSegment ShmSegment::create(size_t bytes) {
   ShmSegment seg;
@@ -77,8 +76,10 @@ ShmSegment ShmSegment::create(size_t bytes) {
       if (e == ENOSPC) {
         throw CommError(strCat("/dev/shm has ", shmFreeBytes(), " bytes free but the ring "
                                "transport needs ", bytes, " for this rank's segment ", name,
-                               "; enlarge /dev/shm (docker: --shm-size) or lower "
-                               "TORCH_RING_SLOT_BYTES / TORCH_RING_SLOTS"));
+                               "; enlarge /dev/shm (docker: --shm-size), lower "
+                               "TORCH_RING_SLOT_BYTES / TORCH_RING_SLOTS or unset them (set-up "
+                               "then fits the slots to the free space), or lower "
+                               "TORCH_RING_SHM_BUDGET"));
       }
       throw CommError(strCat("posix_fallocate of shared-memory segment ", name, " to ", bytes,
                              " bytes failed: ", std::strerror(e)));

@@ -4,9 +4,13 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace ring {
+
+// The free space of /dev/shm in bytes (what a new segment may take); -1 when it cannot be read.
+int64_t shmFreeBytes();
 
 class ShmSegment {
  public:

@@ -232,8 +232,8 @@ ShmTransport::ShmTransport(Store& store, int rank, int nranks, std::vector<int> 
       const int peer = local_[i];
       // I send to `peer` through the FIFO (ch, me) in peer's inbox, and receive from `peer`
       // through the FIFO (ch, peer) in mine; FIFOs are indexed by local position.
-      char* out = static_cast<char*>(segments_[i].data()) + geometry_.fifoOffset(ch, me);
-      char* in = static_cast<char*>(segments_[me].data()) + geometry_.fifoOffset(ch, i);
+      char* out = static_cast<char*>(segments_[i].data()) + geometry_.fifoOffset(ch, me, i);
+      char* in = static_cast<char*>(segments_[me].data()) + geometry_.fifoOffset(ch, i, me);
       send_[ch * nranks + peer] = std::make_unique<ShmSendLink>(
           this, reinterpret_cast<FifoControl*>(out), out + sizeof(FifoControl), geometry_, peer);
       recv_[ch * nranks + peer] = std::make_unique<ShmRecvLink>(
