@@ -14,6 +14,9 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DRING_BUILD_EXTENSION=OFF -DRING_CUDA=AUTO 
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 (cd "$BUILD_DIR" && ctest --output-on-failure -j1)
 
+echo "== the C++ core on aarch64: cross-built, its unit, TCP and host-kernel tests under qemu-user"
+bash scripts/test_aarch64.sh
+
 echo "== the CUDA ring kernels, run on the host, under ThreadSanitizer"
 bash scripts/tsan.sh
 

@@ -17,7 +17,10 @@
 //
 // Ordering: non-temporal stores are weakly ordered on x86 (a later ordinary store, the
 // message's release flag, may become visible before them), so the copy ends with an SFENCE:
-// every byte copied is visible before any store the caller makes after it returns.
+// every byte copied is visible before any store the caller makes after it returns. Elsewhere
+// (aarch64) the copy is a plain memcpy with no fence of its own: there the caller's publish,
+// a release store, is all that orders the bytes before the flag. So on every target a slot or
+// a mailbox is published with a release store (or stronger), never a relaxed one.
 #pragma once
 
 #include <cstddef>
