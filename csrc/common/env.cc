@@ -91,9 +91,9 @@ std::string readCpuIsa() {
   const std::string raw = readString("TORCH_RING_CPU_ISA");
   const std::string v = lowered(raw);
   if (v.empty()) return defaultWord("TORCH_RING_CPU_ISA");
-  if (v != "auto" && v != "baseline" && v != "avx2" && v != "avx512") {
+  if (v != "auto" && v != "baseline" && v != "avx2" && v != "avx512" && v != "neon") {
     throw UsageError(strCat("TORCH_RING_CPU_ISA='", raw,
-                            "' must be auto, baseline, avx2 or avx512 (any case)"));
+                            "' must be auto, baseline, avx2, avx512 or neon (any case)"));
   }
   return v;
 }

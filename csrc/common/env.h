@@ -96,11 +96,11 @@ struct EnvKnobs {
   // TORCH_RING_SOCKET_FAMILY = AF_INET | AF_INET6, any case (NCCL_SOCKET_FAMILY's words): only
   // that family's addresses of the interfaces above; unset: IPv4 first, then IPv6. 0 = any.
   int socketFamily;
-  // TORCH_RING_CPU_ISA = auto | baseline | avx2 | avx512, any case (default auto;
+  // TORCH_RING_CPU_ISA = auto | baseline | avx2 | avx512 | neon, any case (default auto;
   // ATEN_CPU_CAPABILITY's counterpart): which build of the host reduction loops runs
   // (reduce/reduce_table.h). auto: the widest the CPU has (AVX-512 F/BW/DQ/VL, else AVX2 with
-  // F16C); baseline: the portable one (to compare, or to rule the vector builds out); avx2 or
-  // avx512 on a CPU without it: an error at set-up.
+  // F16C; on aarch64 NEON); baseline: the portable one (to compare, or to rule the vector
+  // builds out); a build the CPU lacks: an error at set-up.
   std::string cpuIsa;
   // TORCH_RING_CPU_BIND = none | core, any case (default none): core binds the thread that
   // creates the process's first group (the one that runs its small collectives) to a CPU of

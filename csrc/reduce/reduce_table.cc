@@ -3,6 +3,7 @@
 #include "common/env.h"
 #include "common/errors.h"
 #include "reduce/reduce_avx512.h"
+#include "reduce/reduce_neon.h"
 #include "reduce/reduce_ops.h"
 
 // The AVX2 build of the combine loops (combineHostAvx2): x86-64 with GCC or clang, which
@@ -212,12 +213,14 @@ bool cpuHasAvx2() {
 }
 
 // Which builds this CPU runs: the AVX-512 one only beside the AVX2 one (every AVX-512 CPU
-// has AVX2 and F16C; the pair keeps the choice below a simple order).
+// has AVX2 and F16C; the pair keeps the choice below a simple order); the NEON one on aarch64
+// alone (cpuHasNeon is false in an x86 binary, cpuHasAvx2 in an Arm one).
 bool cpuRuns(HostIsa isa) {
   switch (isa) {
     case HostIsa::Baseline: return true;
     case HostIsa::Avx2: return cpuHasAvx2();
     case HostIsa::Avx512: return cpuHasAvx2() && cpuHasAvx512();
+    case HostIsa::Neon: return cpuHasNeon();
   }
   return false;
 }
@@ -226,16 +229,21 @@ bool cpuRuns(HostIsa isa) {
 HostIsa chosenIsa() {
   const std::string& asked = env().cpuIsa;
   if (asked == "baseline") return HostIsa::Baseline;
-  if (asked == "avx2" || asked == "avx512") {
-    const HostIsa isa = asked == "avx2" ? HostIsa::Avx2 : HostIsa::Avx512;
+  if (asked == "avx2" || asked == "avx512" || asked == "neon") {
+    const HostIsa isa = asked == "avx2"     ? HostIsa::Avx2
+                        : asked == "avx512" ? HostIsa::Avx512
+                                            : HostIsa::Neon;
     if (!cpuRuns(isa)) {
       throw UsageError(strCat("TORCH_RING_CPU_ISA='", asked, "' but this CPU has no ",
-                              isa == HostIsa::Avx2 ? "AVX2 with F16C" : "AVX-512 F/BW/DQ/VL",
+                              isa == HostIsa::Avx2     ? "AVX2 with F16C"
+                              : isa == HostIsa::Avx512 ? "AVX-512 F/BW/DQ/VL"
+                                                       : "Advanced SIMD (aarch64 NEON)",
                               " (or its system does not save the vector registers); use auto "
                               "or baseline"));
     }
     return isa;
   }
+  if (cpuRuns(HostIsa::Neon)) return HostIsa::Neon;
   return cpuRuns(HostIsa::Avx512) ? HostIsa::Avx512
                                   : cpuRuns(HostIsa::Avx2) ? HostIsa::Avx2 : HostIsa::Baseline;
 }
@@ -246,7 +254,8 @@ struct Table {
   CombineFn combine[kHostIsas][kTypes][kOps] = {};
   DivideFn divide[kHostIsas][kTypes] = {};
   ScaleFn scale[kHostIsas][kTypes] = {};
-  bool runs[kHostIsas] = {true, cpuRuns(HostIsa::Avx2), cpuRuns(HostIsa::Avx512)};
+  bool runs[kHostIsas] = {true, cpuRuns(HostIsa::Avx2), cpuRuns(HostIsa::Avx512),
+                          cpuRuns(HostIsa::Neon)};
   HostIsa best = chosenIsa();
   Table() {
 #if RING_COMBINE_AVX2
@@ -263,10 +272,19 @@ struct Table {
 #else
 #define RING_ADD_AVX2(OP)
 #endif
+// The NEON build: its own loops where it has them (reduce_neon.h), else the baseline's, which
+// the compiler vectorizes with Advanced SIMD on aarch64.
+#define RING_ADD_NEON(OP)                                                                 \
+  if (runs[3]) {                                                                          \
+    CombineFn own = neonCombine(kType, RedOp::OP);                                        \
+    combine[3][static_cast<int>(kType)][static_cast<int>(RedOp::OP)] =                    \
+        own != nullptr ? own : &combineHost<kType, RedOp::OP>;                            \
+  }
 #define RING_ADD_OP(OP)                                                                   \
   combine[0][static_cast<int>(kType)][static_cast<int>(RedOp::OP)] =                      \
       &combineHost<kType, RedOp::OP>;                                                     \
-  RING_ADD_AVX2(OP)
+  RING_ADD_AVX2(OP)                                                                       \
+  RING_ADD_NEON(OP)
 #if RING_COMBINE_AVX2
 #define RING_ADD_AVX2_DIVIDE_SCALE                                \
   if (runs[1]) {                                                  \
@@ -289,11 +307,18 @@ struct Table {
     divide[0][static_cast<int>(kType)] = &divideHost<kType>;       \
     RING_ADD_AVX2_DIVIDE_SCALE                                     \
     scale[0][static_cast<int>(kType)] = &scaleHost<kType>;         \
+    if (runs[3]) {                                                 \
+      divide[3][static_cast<int>(kType)] =                         \
+          neonDivide(kType) ? neonDivide(kType) : &divideHost<kType>; \
+      scale[3][static_cast<int>(kType)] =                          \
+          neonScale(kType) ? neonScale(kType) : &scaleHost<kType>; \
+    }                                                              \
   }
     RING_FOR_EACH_DTYPE(RING_ADD_TYPE)
 #undef RING_ADD_TYPE
 #undef RING_ADD_OP
 #undef RING_ADD_AVX2
+#undef RING_ADD_NEON
 #undef RING_ADD_AVX2_DIVIDE_SCALE
   }
 };
@@ -314,6 +339,7 @@ const char* hostIsaName(HostIsa isa) {
     case HostIsa::Baseline: return "baseline";
     case HostIsa::Avx2: return "avx2";
     case HostIsa::Avx512: return "avx512";
+    case HostIsa::Neon: return "neon";
   }
   return "?";
 }

@@ -14,6 +14,11 @@
 #include <utility>
 #include <vector>
 
+#if defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
 #include "common/errors.h"
 #include "common/types.h"
 #include "combine_builds.h"
@@ -348,8 +353,23 @@ TEST(ReduceOps, TheWidestBuildTheCpuHasServes) {
       << "cpuinfo avx2+f16c: " << avx2 << ", avx512 f/bw/dq/vl: " << avx512;
   EXPECT_EQ(hostSupports(HostIsa::Avx2), avx2);
   EXPECT_EQ(hostSupports(HostIsa::Avx512), avx512);
+#elif defined(__aarch64__)
+  // The kernel's word: the auxiliary vector's hardware capabilities, which /proc/cpuinfo's
+  // "Features" line spells out (qemu-user before 8.2 shows the host's /proc/cpuinfo, which has
+  // no such line: the auxiliary vector is then qemu's, the CPU it emulates).
+  const unsigned long caps = getauxval(AT_HWCAP);
+  const bool asimd = (caps & HWCAP_ASIMD) != 0 && (caps & HWCAP_FP) != 0;
+  if (text.find("\nFeatures") != std::string::npos) {
+    EXPECT_EQ(asimd, text.find(" asimd") != std::string::npos) << "auxv and /proc/cpuinfo";
+  }
+  EXPECT_EQ(hostIsa(), asimd ? HostIsa::Neon : HostIsa::Baseline) << "HWCAP asimd+fp: " << asimd;
+  EXPECT_FALSE(hostSupports(HostIsa::Avx2)) << "AVX2 is an x86-64 extension";
+  EXPECT_FALSE(hostSupports(HostIsa::Avx512)) << "AVX-512 is an x86-64 extension";
 #else
   EXPECT_EQ(hostIsa(), HostIsa::Baseline) << "AVX2 is an x86-64 extension";
+#endif
+#if !defined(__aarch64__)
+  EXPECT_FALSE(hostSupports(HostIsa::Neon)) << "NEON is served on aarch64 only";
 #endif
   // What the executor calls is that build's: the combine, AVG's division, PREMUL_SUM's
   // scaling.

@@ -9,7 +9,8 @@ class Mutant:
     find: str    # must occur exactly once
     replace: str
     kind: str    # "cpp": a gtest filter; "tsan": a gtest filter under TSan; "py": pytest args;
-                 # "emu": pytest args for scripts/test_cuda_emulated.sh (torch over the emulator)
+                 # "emu": pytest args for scripts/test_cuda_emulated.sh (torch over the emulator);
+                 # "a64": a gtest filter for `binaries` cross-built for aarch64, run under qemu
     tests: str
     quick: bool = False  # part of the CI subset
     why: str = ""

@@ -2,8 +2,10 @@
 that must catch it (the rules are in mutate.py). Data only: a list that grows by an entry a
 mutant. Those of the plans across hosts, their prices and the emulated links are in
 mutants_hosts.py; those of the CUDA path's torch layer in mutants_cuda.py; those of what ranks of
-one host share (heartbeat, /dev/shm fit, merge) in mutants_shared_host.py."""
+one host share (heartbeat, /dev/shm fit, merge) in mutants_shared_host.py; those of the aarch64
+build (NEON loops, run under qemu) in mutants_aarch64.py."""
 from mutant_type import Mutant
+from mutants_aarch64 import A64_MUTANTS
 from mutants_bench import BENCH_MUTANTS, SPIN_MUTANTS
 from mutants_cuda import CUDA_MUTANTS
 from mutants_hosts import HOST_MUTANTS
@@ -922,4 +924,5 @@ MUTANTS = [
            "    if (!type || *type == \"Instruction\") continue;", "    if (!type) continue;",
            "cpp", "CacheTopology.*",
            why="an instruction cache above the data caches is taken for the last level"),
-] + HOST_MUTANTS + CUDA_MUTANTS + BENCH_MUTANTS + SPIN_MUTANTS + SHARED_HOST_MUTANTS
+] + HOST_MUTANTS + CUDA_MUTANTS + BENCH_MUTANTS + SPIN_MUTANTS + SHARED_HOST_MUTANTS \
+    + A64_MUTANTS

@@ -29,7 +29,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRATCH = os.path.join(ROOT, "build", "mutation")
 
 # Where the tree and its build folders are: set by main() (scratch copy or in place).
-TREE = CPP_BUILD = TSAN_BUILD = EXT_BUILD = EMU_BUILD = ""
+TREE = CPP_BUILD = TSAN_BUILD = EXT_BUILD = EMU_BUILD = A64_BUILD = ""
+# The root of the aarch64 cross build's libraries, where qemu-user finds the loader.
+A64_SYSROOT = "/usr/aarch64-linux-gnu"
 
 
 # The end of the output of the last command that failed, for a failure on the unmutated tree
@@ -100,6 +102,16 @@ def build(kind, binaries=()):
         return "" if rc == 0 else f"cmake --build {CPP_BUILD} --target {' '.join(targets)}: {rc}"
     if kind == "tsan":
         return ""  # scripts/tsan.sh builds, then runs
+    if kind == "a64":
+        if not shutil.which("aarch64-linux-gnu-g++") or not shutil.which("qemu-aarch64"):
+            return "no aarch64 cross compiler or qemu-aarch64 (bash scripts/test_aarch64.sh installs them)"
+        if not os.path.exists(os.path.join(A64_BUILD, "build.ninja")):
+            subprocess.check_call(["cmake", "-S", TREE, "-B", A64_BUILD, "-G", "Ninja",
+                                   "-DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake",
+                                   "-DRING_BUILD_EXTENSION=OFF", "-DRING_BUILD_TESTS=ON",
+                                   "-DRING_CUDA=OFF"], cwd=TREE, stdout=subprocess.DEVNULL)
+        rc = run(["cmake", "--build", A64_BUILD, "-j", jobs, "--target", *binaries])
+        return "" if rc == 0 else f"cmake --build {A64_BUILD} --target {' '.join(binaries)}: {rc}"
     if kind == "emu":
         rc = run(["bash", "scripts/test_cuda_emulated.sh", "--build-only"],
                  env=dict(os.environ, CUDA_EMULATED_BUILD_DIR=EMU_BUILD))
@@ -140,6 +152,16 @@ def test(m, timeout):
         if not matched:
             failed.append(f"no test of {m.binaries} matches {m.tests}")
         return failed
+    if m.kind == "a64":
+        # The aarch64 binaries under qemu-user, as scripts/test_aarch64.sh runs them.
+        failed = []
+        for binary in m.binaries:
+            rc = run(["qemu-aarch64", "-L", A64_SYSROOT, os.path.join(A64_BUILD, binary),
+                      f"--gtest_filter={m.tests}", "--gtest_death_test_style=threadsafe"],
+                     timeout=timeout)
+            if rc != 0:
+                failed.append(f"{binary} under qemu-aarch64: {rc}")
+        return failed
     if m.kind == "tsan":
         # The host kernels' binary only: tsan.sh's other two binaries (the emulated CUDA path
         # and the engine) test code no "tsan" mutant touches, and their timing-bound cases
@@ -163,7 +185,7 @@ def test(m, timeout):
 
 
 def _place(in_place):
-    global TREE, CPP_BUILD, TSAN_BUILD, EXT_BUILD, EMU_BUILD
+    global TREE, CPP_BUILD, TSAN_BUILD, EXT_BUILD, EMU_BUILD, A64_BUILD
     if in_place:
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
                                capture_output=True, text=True).stdout
@@ -174,12 +196,14 @@ def _place(in_place):
         TSAN_BUILD = os.path.join(ROOT, "build", "tsan")       # scripts/tsan.sh's
         EXT_BUILD = os.path.join(SCRATCH, "ext")
         EMU_BUILD = os.path.join(ROOT, "build", "cuda-emulated")  # test_cuda_emulated.sh's
+        A64_BUILD = os.path.join(ROOT, "build", "aarch64")        # test_aarch64.sh's
     else:
         TREE = os.path.join(SCRATCH, "tree")
         CPP_BUILD = os.path.join(SCRATCH, "cpp")
         TSAN_BUILD = os.path.join(SCRATCH, "tsan")
         EXT_BUILD = os.path.join(SCRATCH, "ext")
         EMU_BUILD = os.path.join(SCRATCH, "emu")
+        A64_BUILD = os.path.join(SCRATCH, "aarch64")
         os.makedirs(TREE, exist_ok=True)
         sync_tree()
 

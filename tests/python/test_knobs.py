@@ -4,6 +4,7 @@ prefix (UTC time, host:pid, rank, group, level), and TORCH_RING_DEBUG_FILE's per
 The syntax itself is tested against NCCL's documented forms in tests/cpp/test_net_address.cc."""
 import glob
 import os
+import platform
 import re
 import socket
 
@@ -177,7 +178,7 @@ def test_an_unknown_cpu_isa_fails_set_up_by_name():
     run = run_scenario("setup_failure", 2, timeout_s=120.0,
                        extra_env={"RING_TEST_BAD_SETTING": "TORCH_RING_CPU_ISA=sse"})
     results = run.by_rank()
-    assert "TORCH_RING_CPU_ISA='sse' must be auto, baseline, avx2 or avx512 (any case)" in \
+    assert "TORCH_RING_CPU_ISA='sse' must be auto, baseline, avx2, avx512 or neon (any case)" in \
         results[1]["message"], results[1]
     assert "rank 1 failed to set up" in results[0]["message"], results[0]
 
@@ -190,6 +191,8 @@ def test_the_log_names_the_reduction_build_the_knob_chose():
     avx2 = {"avx2", "f16c"} <= flags
     avx512 = avx2 and {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags
     widest = "avx512" if avx512 else "avx2" if avx2 else "baseline"
+    if platform.machine() == "aarch64":  # its "Features" line: Advanced SIMD and FP
+        widest = "neon" if {"asimd", "fp"} <= flags else "baseline"
     for knob, build in ((None, widest), ("baseline", "baseline")):
         env = {"TORCH_RING_CPU_ISA": knob} if knob else {}
         run = debug_run(env)
