@@ -31,7 +31,7 @@ enum class SmallPath { Ring, DirectFifo, Mailbox };
 // own test: "world3_ring" never goes direct, "world3_direct" sends every message of at most
 // one slot (256 bytes here) directly to the n-1 others through the FIFOs
 // (executor/direct_collectives.h), "world3_mailbox" the same messages, and every barrier, in
-// mailbox rounds (executor/mailbox_collectives.h); so the small counts take that path and the
+// mailbox rounds (executor/round_links.h, MailboxRound); so the small counts take that path and the
 // larger ones the ring, in one sequence of calls.
 class CommunicatorInWorld : public ::testing::TestWithParam<std::tuple<int, SmallPath>> {
  protected:

@@ -1,4 +1,4 @@
-// Mailbox rounds (transport/link.h, Mailbox; executor/mailbox_collectives.h), ranks as threads
+// Mailbox rounds (transport/link.h, Mailbox; executor/round_links.h, MailboxRound), ranks as threads
 // over shared memory, checked against what the collectives promise whatever the path: closed
 // forms for every message size around the line edges (8 bytes in the header line, then 56 a
 // line), fresh inputs on every call so that a stale or torn line shows, the same bits on every
