@@ -181,3 +181,87 @@ CUDA_MUTANTS = [
            "  if (!error) work_->setHostMilliseconds(hostMs);", "", "emu", f"{_EMU} durations",
            why="a call staged through host memory never tells its duration"),
 ]
+
+CUDA_EMULATED_RUNTIME_MUTANTS = [
+    # The CUDA path's host code over the emulated runtime (tests/cpp/test_cuda_engine*.cc).
+    Mutant("cuda_comm_stream_not_waiting", "csrc/executor/cuda_ring_engine.cc",
+           "  checkCuda(cudaStreamWaitEvent(commStream_, ready_, 0), \"cudaStreamWaitEvent\",\n"
+           "            \"ordering the comm stream after the caller's\");", "", "cpp",
+           "CudaEngine.TheKernelStartsAfterTheCallersStream", quick=True,
+           binaries=("ring_cuda_engine_tests",),
+           why="the kernel does not wait for the caller's stream: it reduces a stale input"),
+    Mutant("cuda_record_read_before_end_event", "csrc/executor/cuda_task.cc",
+           "    q = cudaEventQuery(end_);",
+           "    q = state_->links().errorRecord().status != kDeviceOk ? cudaSuccess\n"
+           "                                                           : cudaEventQuery(end_);",
+           "cpp",
+           "CudaEngineFailures.ATaskEndsOnlyWithItsEndEvent", binaries=("ring_cuda_engine_tests",),
+           why="an error record seen before the end event counts as the kernel's end: the task "
+               "is dropped while its kernel may still run"),
+    Mutant("cuda_watchdog_never_checks_health", "csrc/executor/cuda_watchdog.cc",
+           "        state_->checkHealth();", "        (void)0;", "cpp",
+           "CudaEngineFailures.ABrokenGroupStopsTheKernelsInFlight",
+           binaries=("ring_cuda_engine_tests",),
+           why="a peer's failure is not seen by the watchdog: the kernels spin until the timeout"),
+    Mutant("cuda_watchdog_misses_a_dead_peer", "csrc/executor/cuda_watchdog.cc",
+           "        state_->checkHealth();", "        (void)0;", "cpp",
+           "CudaEngineProcesses.APeerKilledMidCollectiveFailsTheOthersNamingIt",
+           binaries=("ring_cuda_engine_tests",), timeout=180,
+           why="a rank process killed mid-collective leaves the others' kernels spinning until "
+               "their timeout"),
+    Mutant("cuda_abort_word_never_raised", "csrc/executor/cuda_group_state.cc",
+           "  links_->requestAbort();", "", "cpp",
+           "CudaEngineFailures.ABrokenGroupStopsTheKernelsInFlight",
+           binaries=("ring_cuda_engine_tests",), timeout=120,
+           why="a broken group fails the tasks but never raises the abort word: the kernels "
+               "spin on until their own spin limit"),
+    Mutant("cuda_timeout_never_fires", "csrc/executor/cuda_watchdog.cc",
+           "      if (t->elapsed() > t->timeout()) {", "      if (false) {", "cpp",
+           "CudaEngineFailures.ATimeoutFailsEveryCallingRankWithinTheBound",
+           binaries=("ring_cuda_engine_tests",), timeout=120,
+           why="the watchdog never times a kernel out: only the device's spin limit ends it"),
+    # CudaRingLinks, the launcher and the kernels over the emulated CUDA runtime
+    # (tests/cpp/test_emulated_ring_*.cc).
+    Mutant("cuda_inbox_freed_before_barrier", "csrc/transport/cuda_ipc/cuda_ring_links.cc",
+           "  (void)unmapThenMeet(store, closedKey(), timeout);",
+           "  release();\n  (void)unmapThenMeet(store, closedKey(), timeout);", "cpp",
+           "EmulatedRingProcessesClose.ALateCloserTripsNothing", quick=True,
+           binaries=("ring_cuda_emulated_tests",),
+           why="closeCollectively frees the inbox before the store barrier: a late peer still "
+               "has it mapped (undefined in CUDA; the emulator aborts)"),
+    Mutant("cuda_decline_frees_before_peers_unmapped",
+           "csrc/transport/cuda_ipc/cuda_ring_links.cc",
+           "    if (unmapThenMeet(store, declinedKey(), opts.timeout)) release();",
+           "    release();", "cpp",
+           "EmulatedRingProcessesFailures.AnExportFailureDeclinesEveryRank", quick=True,
+           binaries=("ring_cuda_emulated_tests",),
+           why="a declined ring frees its inbox while a peer that had opened it is still "
+               "closing it"),
+    Mutant("cuda_coresidency_unchecked", "csrc/transport/cuda_ipc/cuda_ring_links.cc",
+           "    fatal = coResidencyProblem(", "    (void)coResidencyProblem(", "cpp",
+           "EmulatedRingThreadsFailures.MoreBlocksThanTheGpuHoldsAreRefused*", quick=True,
+           binaries=("ring_cuda_emulated_tests",),
+           why="a grid is launched without the co-residency check: more blocks than the GPU "
+               "holds wait for each other, a hang instead of an error at set-up"),
+    Mutant("cuda_threads_over_ipc", "csrc/transport/cuda_ipc/peer_info.cc",
+           "  c.path = sameProcess ? PeerPath::Direct : PeerPath::Ipc;",
+           "  c.path = PeerPath::Ipc;", "cpp",
+           "WorldsAndChannels/EmulatedRingThreads.*world2_channels1", quick=True,
+           binaries=("ring_cuda_emulated_tests",),
+           why="threads of one process open each other's IPC handles (CUDA refuses: invalid "
+               "device context), so the ring declines"),
+    Mutant("cuda_inbox_not_zeroed", "csrc/transport/cuda_ipc/cuda_ring_links.cc",
+           "  cudaError_t e = cudaMemsetAsync(inbox_, 0, static_cast<size_t>(bytes), s);",
+           "  cudaError_t e = cudaSuccess;", "cpp",
+           "EmulatedRingThreadsTiming.ARankThatComesLateIsWaitedFor", quick=True,
+           binaries=("ring_cuda_emulated_tests",),
+           # Killed by a rank that comes late: the ring tests alone killed it in two CI runs
+           # of three (whether a peer had written before the counters were read was chance).
+           why="the inbox's counters start as whatever cudaMalloc left there"),
+    Mutant("cuda_stack_not_sized_at_set_up", "csrc/kernels/ring_launcher.cu",
+           "  if (f.maxLocalBytes > stack) {", "  if (false) {", "cpp",
+           "EmulatedRingThreadsFailures.TheStackIsSizedAtSetUpNotAtALaunch",
+           binaries=("ring_cuda_emulated_tests",), timeout=120,
+           why="the stack limit is left to the first launch, which waits for an idle device "
+               "while a peer's kernel spins"),
+]
