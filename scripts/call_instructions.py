@@ -6,7 +6,7 @@ ring's own per-call cost (its bookkeeping) beside torch's `fake` group, which do
     python scripts/call_instructions.py --backends ring --keep /tmp/cg   # then callgrind_annotate
 
 Why instructions and not time: on this 2-core VM a call's time moves by 1.5-2x between jobs
-and within one (docs/latency_cpu.md), so a change of a few hundred ns per call needs many
+and within one (docs/notes/latency_cpu.md), so a change of a few hundred ns per call needs many
 alternating jobs to see; the instruction count of the same calls is the same in every run.
 It counts what rank 0's process executes, world 1 by default (no peer, nothing to wait for), for
 `pg.allreduce([t], opts).wait()` on 4 KiB of float32: torch's dispatch and pybind11, then the

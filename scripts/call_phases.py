@@ -15,7 +15,7 @@ The phases follow a call that its caller runs (every small call where the peers 
 Phase 0 ("torch and Python") runs from the previous call's wait() to this all_reduce: torch's
 dispatch, the Python wrapper and the loop, which torch's `fake` group pays too; phase 15 is
 torch's way back from the backend to wait(). The others are ring's own. Why this and not
-perf or callgrind: docs/call_instructions.md ("Where a call's time goes, phase by phase")."""
+perf or callgrind: docs/notes/call_instructions.md ("Where a call's time goes, phase by phase")."""
 import argparse
 import os
 import shutil

@@ -19,7 +19,7 @@ import tempfile
 ATTEMPTS = 5
 # (collective, bytes, reference, floor on reference time / ring time). On this 2-core kind a
 # whole run is now and then several times slower for large copies (new processes' memory on
-# this VM: docs/benchmarks_cpu.md), so each floor sits below what such a slow run measures
+# this VM: docs/notes/benchmarks_cpu.md), so each floor sits below what such a slow run measures
 # (in brackets; the usual range first): a change that makes ring several times slower, or
 # gloo's equal, fails every run; a slow run of the machine does not.
 FLOORS = [

@@ -60,7 +60,7 @@ class RingBackend : public c10d::Backend {
   // torch_ring_backend.inference_all_reduce: the all_reduce of one CPU tensor in place, as
   // allreduce() runs it (the same checks, sequence, plan and flight recorder entry), returning
   // once it is complete. Why: called from Python without torch.distributed's wrapper and
-  // dispatch, which cost a small call more than the collective itself (docs/latency_cpu.md);
+  // dispatch, which cost a small call more than the collective itself (docs/notes/latency_cpu.md);
   // what DeepSpeed's inference_all_reduce offers tensor-parallel inference.
   void allReduceNow(at::Tensor& tensor, const c10d::ReduceOp& op);
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,

@@ -15,7 +15,7 @@
 //   - a thread that waits for the call's Work without a timeout of its own (waiting, "waiter")
 //     when the call is next in line and the group is free: it would block for it anyway, and a
 //     call handed to the worker and then waited for costs two thread wake-ups (the worker's,
-//     then the waiter's), while the worker may not even have a core yet (docs/latency_cpu.md,
+//     then the waiter's), while the worker may not even have a core yet (docs/notes/latency_cpu.md,
 //     "One late call"). Not a wait with a timeout: the call may take up to the group's
 //     timeout, and torch's Work.wait(timeout) returns (raises) at its own;
 //   - the group's worker thread ("ring-worker") otherwise.
@@ -24,7 +24,7 @@
 // A call that can post its message ahead (its prepared collective is a small all_reduce,
 // all_gather or barrier that is one mailbox round: Communicator::post) is posted by the caller
 // before it asks whether the peers have issued it, so its message travels while the ranks wait
-// for each other (docs/latency_cpu.md, "The message posted before the question"). If the
+// for each other (docs/notes/latency_cpu.md, "The message posted before the question"). If the
 // answer is no, the call goes to the front of the queue: it is the next to run, whoever runs
 // it, so no other call of the group posts in between.
 //

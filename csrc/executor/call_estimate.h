@@ -21,7 +21,7 @@ namespace ring {
 
 // A call's software path before and after its data moves (queueing, the runner's hand-off,
 // the Work): about what a 1-byte all_reduce between two ranks of one host takes on the
-// machines of docs/latency_cpu.md.
+// machines of docs/notes/latency_cpu.md.
 constexpr double kCallOverheadSeconds = 5e-6;
 
 // `bytes`: an all_reduce's buffer; one rank's part of an all_gather, reduce_scatter, gather or

@@ -122,7 +122,7 @@ class Communicator {
   // runs the call itself (backend/work_queue.h), and each rank then waits for the others twice
   // per call, for their announcements and for their messages: two dependent exchanges between
   // the cores. Posted before that question, and the question answered by the peers' messages
-  // (allIssued), a call waits for its peers once (docs/latency_cpu.md, ninth part).
+  // (allIssued), a call waits for its peers once (docs/notes/latency_cpu.md, ninth part).
   bool post(PreparedCall& p, const void* input, void* output);
 
   // This rank has issued `count` collectives of the group: told to the peers where the

@@ -6,7 +6,7 @@
 // no cache, a cached copy fetches every line back from the peer's cache before writing it, and
 // streaming was 2x faster from 128 KiB to 64 MiB on the 2-core EPYC VM; where they share a
 // cache, lines move between the cores through it, and the streamed copy's detour through memory
-// may cost instead (docs/benchmarks_deepspeed.md, "Streaming stores"). Either is correct: the
+// may cost instead (docs/notes/benchmarks_deepspeed.md, "Streaming stores"). Either is correct: the
 // choice changes how this rank writes, never what.
 //
 // How: calls are sorted by size into power-of-two classes from 4 KiB (below, nothing streams).

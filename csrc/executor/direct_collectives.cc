@@ -55,7 +55,7 @@ void reduceOwnBlock(Round& round, const char* blocks, int64_t blockBytes, char* 
   // The n contributions, by position; every peer's stays where the round left it until the
   // sum is done. On the stack up to 16 members, and this thread's copy of its own part kept:
   // a heap allocation per call is a measurable share of a 4 KiB all_reduce
-  // (docs/latency_cpu.md).
+  // (docs/notes/latency_cpu.md).
   const void* partsHere[16];
   std::vector<const void*> partsHeap(n > 16 ? static_cast<size_t>(n) : 0);
   const void** part = n > 16 ? partsHeap.data() : partsHere;

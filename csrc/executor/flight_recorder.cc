@@ -92,7 +92,7 @@ uint64_t FlightRecorder::record(uint64_t seq, std::string_view collective,
   // Why the oldest entry is overwritten in place rather than a new one made: its strings and
   // vectors keep their capacity, so a steady stream of calls records without allocating (a
   // small collective costs a few us, and making and freeing an entry's dozen members per call
-  // was a measurable part of it: issue 26, docs/call_instructions.md).
+  // was a measurable part of it: issue 26, docs/notes/call_instructions.md).
   Kept* slot;
   if (entries_.size() < capacity_) {
     slot = &entries_.emplace_back();

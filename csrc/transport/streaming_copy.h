@@ -8,9 +8,9 @@
 // non-temporal store writes whole lines without that fetch; the peer then reads them from
 // memory, in order, which its prefetcher streams. Measured on the 2-core EPYC VM while its cores
 // shared no cache (the mailbox post of a 4 KiB message: 710 -> 265 ns; all_reduce at 64 KiB
-// 27.6 -> 19.1 us, at 1 MiB 280 -> 135 us: docs/benchmarks_deepspeed.md, "Streaming stores").
+// 27.6 -> 19.1 us, at 1 MiB 280 -> 135 us: docs/notes/benchmarks_deepspeed.md, "Streaming stores").
 // Where the cores share a cache the cached copy wins (a Zen 5 EPYC with a shared L3: 1.7-2.7x
-// from 512 KiB, docs/benchmarks_by_machine.md), so whether a call streams starts from the
+// from 512 KiB, docs/notes/benchmarks_by_machine.md), so whether a call streams starts from the
 // machine's cache layout and is then the group's measured choice (executor/copy_choice.h);
 // below about 4 KiB the cached copy was as fast or faster (the write-combining flush has a
 // fixed cost), so smaller copies never stream.

@@ -28,7 +28,7 @@ struct WaitContext {
   // that is one of theirs, which then keeps the core for a whole scheduler slice (milliseconds)
   // after the data has arrived: an all_reduce of 1 MiB beside one busy process per core took
   // 10-12 ms with the yields against 0.1-2.9 ms without; yielding only once a wait had lasted
-  // 50 us still cost 13-580 ms from 2 MiB up (docs/benchmarks_deepspeed.md).
+  // 50 us still cost 13-580 ms from 2 MiB up (docs/notes/benchmarks_deepspeed.md).
   bool yieldWhileSpinning = true;
   // "all_reduce of 1000 float32 (op SUM), sequence 17 on rank 1 of group 'default'"
   std::function<std::string()> describe;

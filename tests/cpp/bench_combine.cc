@@ -6,7 +6,7 @@
 //   ring_combine_bench [repeats]     # medians of `repeats` timed blocks (default 21)
 //
 // Why: whether the AVX2 build is worth a second copy of the 90 loops, in time as well as in
-// instructions (docs/call_instructions.md).
+// instructions (docs/notes/call_instructions.md).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

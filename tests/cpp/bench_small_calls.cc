@@ -3,7 +3,7 @@
 // rank processes (fork), each with two groups, one moving small messages through the FIFOs
 // (TORCH_RING_LL_BYTES=0) and one through mailbox rounds, timed in alternating blocks so that
 // both meet the cores in the same state (a core's speed changes for seconds at a time on the
-// machines this runs on: docs/latency_cpu.md).
+// machines this runs on: docs/notes/latency_cpu.md).
 //
 //   ring_small_call_bench [--post-first] [ranks=2] [blocks=200] [calls per block=500]
 //                         [sizes...=8 4096]

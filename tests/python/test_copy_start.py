@@ -3,7 +3,7 @@ a made-up sysfs tree laid out as the Linux kernel documents it (cpuN/cache/index
 shared_cpu_list}) every rank logs whether its copies into shared memory start cached (the host's
 ranks under one last-level cache: an Intel Xeon, a Zen 5 EPYC) or streamed (an L3 per core: the
 Zen 2 EPYC VM; or no tree), with the caches it saw; the results are the closed form either way.
-Which start is faster on which kind is measured in docs/benchmarks_by_machine.md, not here."""
+Which start is faster on which kind is measured in docs/notes/benchmarks_by_machine.md, not here."""
 import datetime
 import os
 

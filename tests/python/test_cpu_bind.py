@@ -3,7 +3,7 @@ the group, and the group's worker thread it starts, run on one CPU of their own 
 machine's ranks, the local rank's in order (as mpirun --bind-to core); unset, nothing is bound;
 more ranks than CPUs: nothing is bound and the log says why; any other value fails set-up by
 name. What the binding is for (both ranks put on one CPU right after set-up) is measured in
-docs/latency_cold_phase.md, not here."""
+docs/notes/latency_cold_phase.md, not here."""
 import datetime
 import os
 import re

@@ -8,7 +8,7 @@
     python -m torch_ring_backend.bench.spread run*.json --limit 1.5
 
 Why a tool of its own: one run's table cannot show whether its numbers would come back, and
-on a shared machine they often do not (docs/benchmarks_cpu.md). The question "is the slowest
+on a shared machine they often do not (docs/notes/benchmarks_cpu.md). The question "is the slowest
 of N runs within X of the fastest at every size" needs every run's rows side by side.
 
 Exit codes: 0 every size within --limit, 1 some size over it (listed), 2 files that cannot be
