@@ -8,10 +8,9 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
-#include <set>
 
-#include "backend/ring_backend.h"
 #include "common/errors.h"
 #include "common/logging.h"
 
@@ -21,9 +20,13 @@ namespace {
 // The format version whose fields are written here (torch 2.14 and 2.15 write "2.10").
 constexpr const char* kFormatVersion = "2.10";
 
+struct Registration {
+  const FlightRecorder* recorder;
+  std::function<DumpedGroupConfig()> config;
+};
 std::mutex gGroupsMutex;
-std::set<const RingBackend*>& groups() {
-  static std::set<const RingBackend*> g;
+std::map<const void*, Registration>& groups() {
+  static std::map<const void*, Registration> g;
   return g;
 }
 
@@ -58,14 +61,15 @@ std::string ranksText(const std::vector<int64_t>& ranks) {
 
 }  // namespace
 
-void registerGroupForDumps(const RingBackend* group) {
+void registerGroupForDumps(const void* owner, const FlightRecorder* recorder,
+                           std::function<DumpedGroupConfig()> config) {
   std::lock_guard<std::mutex> lock(gGroupsMutex);
-  groups().insert(group);
+  groups()[owner] = Registration{recorder, std::move(config)};
 }
 
-void unregisterGroupForDumps(const RingBackend* group) {
+void unregisterGroupForDumps(const void* owner) {
   std::lock_guard<std::mutex> lock(gGroupsMutex);
-  groups().erase(group);
+  groups().erase(owner);
 }
 
 std::vector<char> flightRecorderDumpBytes() {
@@ -75,15 +79,16 @@ std::vector<char> flightRecorderDumpBytes() {
     // Held while reading: a group that goes waits in its destructor until the dump is done.
     std::lock_guard<std::mutex> lock(gGroupsMutex);
     int64_t pgId = 0;
-    for (const RingBackend* g : groups()) {
-      const std::string uid = g->dumpGroupUid();
-      const std::string desc = g->getGroupDesc().empty() ? "undefined" : g->getGroupDesc();
+    for (const auto& [owner, g] : groups()) {
+      const DumpedGroupConfig config = g.config();
+      const std::string& uid = config.uid;
+      const std::string desc = config.desc.empty() ? "undefined" : config.desc;
       GenericDict cfg = newDict();
       cfg.insert("name", uid);
       cfg.insert("desc", desc);
-      cfg.insert("ranks", ranksText(g->globalRanks()));
+      cfg.insert("ranks", ranksText(config.globalRanks));
       pgConfig.insert(uid, cfg);
-      for (const FlightEntry& e : g->flightRecorder().snapshot()) {
+      for (const FlightEntry& e : g.recorder->snapshot()) {
         const bool started = e.startedAtMs >= 0;
         const bool completed = e.state == "completed";
         auto atMs = [&](double ms) {

@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,11 +15,22 @@
 
 namespace ring {
 
-class RingBackend;
+// A group's entry in the dump's pg_config: torch's name for it, its description, the global
+// ranks of its members. Read when a dump is written (torch sets a description after the group
+// is made).
+struct DumpedGroupConfig {
+  std::string uid;
+  std::string desc;  // "" is written "undefined", as torch writes a group without one
+  std::vector<int64_t> globalRanks;
+};
 
-// Every RingBackend registers itself for its lifetime, so that one dump holds every group.
-void registerGroupForDumps(const RingBackend* group);
-void unregisterGroupForDumps(const RingBackend* group);
+// Every group registers its flight recorder and how to read its config for its lifetime, so
+// that one dump holds every group of the process; `owner` names the registration. Why a
+// recorder and a function rather than the group: the dump needs nothing else of it, and so
+// depends on nothing above the recorder.
+void registerGroupForDumps(const void* owner, const FlightRecorder* recorder,
+                           std::function<DumpedGroupConfig()> config);
+void unregisterGroupForDumps(const void* owner);
 
 // The dump, pickled as torch pickles its own.
 std::vector<char> flightRecorderDumpBytes();

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 
-#include "backend/fr_dump.h"
 #include "backend/sparse_all_reduce.h"
 #include "backend/tensor_checks.h"
 #include "common/env.h"

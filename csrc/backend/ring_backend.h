@@ -241,6 +241,9 @@ class RingBackend : public c10d::Backend {
   const std::string& groupName() const { return groupName_; }
 
  private:
+  // Puts this group's flight recorder and config in the process's dumps (backend/fr_dump.h),
+  // until the destructor takes them out.
+  void registerForDumps();
   // A call's timeout: its own if set, else the group's (setTimeout, or the constructor's).
   std::chrono::milliseconds effectiveTimeout(std::chrono::milliseconds t) const {
     return (t == c10d::kUnsetTimeout || t.count() <= 0 ? std::chrono::milliseconds(timeoutMs_.load())

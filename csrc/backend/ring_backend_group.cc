@@ -51,12 +51,12 @@ RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
     // torch's fault-tolerance regime: no links until reconfigure() names the members.
     LogScope logScope(rank, groupName_);
     RING_LOG(kLogInfo, "created for reconfigure(): no links until it is called");
-    registerGroupForDumps(this);
+    registerForDumps();
     return;
   }
 #endif
   connect(store, options_->timeout);
-  registerGroupForDumps(this);
+  registerForDumps();
 }
 
 void RingBackend::connect(const c10::intrusive_ptr<c10d::Store>& store,
@@ -98,6 +98,12 @@ void RingBackend::refuseUnconnected(const CheckScope& s) const {
   failUsage(s, strCat("group '", groupName_, "' was created with enable_reconfigure=True and "
                       "has no members yet: call torch.distributed._reconfigure(uuid, handles) "
                       "on every member first"));
+}
+
+void RingBackend::registerForDumps() {
+  registerGroupForDumps(this, &recorder_, [this] {
+    return DumpedGroupConfig{dumpGroupUid(), getGroupDesc(), globalRanks()};
+  });
 }
 
 RingBackend::~RingBackend() {
