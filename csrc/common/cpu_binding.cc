@@ -6,26 +6,10 @@
 #include <cstring>
 
 #include "common/errors.h"
+#include "common/numa_topology.h"
 
 namespace ring {
 
-namespace {
-
-// "0-3,6" from a sorted list.
-std::string describeCpus(const std::vector<int>& cpus) {
-  std::string out;
-  for (size_t i = 0; i < cpus.size();) {
-    size_t j = i;
-    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += std::to_string(cpus[i]);
-    if (j > i) out += "-" + std::to_string(cpus[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
-}  // namespace
 
 std::vector<int> threadCpus() {
   cpu_set_t set;
@@ -47,15 +31,15 @@ std::string CpuBinder::bindOnce(int localIndex, int localRanks, bool* bound) {
   std::lock_guard<std::mutex> lock(mutex_);
   *bound = bound_;
   if (bound_) {
-    return strCat("TORCH_RING_CPU_BIND=core: this process is already bound to CPU ", cpu_,
-                  " (by its first group)");
+    return strCat("TORCH_RING_CPU_BIND=core: this process is already bound to CPU",
+                  cpus_.size() == 1 ? " " : "s ", cpuListText(cpus_), " (by its first group)");
   }
   const std::vector<int> cpus = threadCpus();
   RING_ASSERT(localIndex >= 0 && localIndex < localRanks, "local index ", localIndex, " of ",
               localRanks);
   if (cpus.empty() || static_cast<int>(cpus.size()) < localRanks) {
     return strCat("TORCH_RING_CPU_BIND=core: the ", localRanks, " ranks of this host share ",
-                  cpus.size(), " CPU(s) (", describeCpus(cpus), "); not bound");
+                  cpus.size(), " CPU(s) (", cpuListText(cpus), "); not bound");
   }
   const int cpu = cpus[static_cast<size_t>(localIndex)];
   cpu_set_t one;
@@ -67,10 +51,47 @@ std::string CpuBinder::bindOnce(int localIndex, int localRanks, bool* bound) {
   }
   bound_ = true;
   *bound = true;
-  cpu_ = cpu;
+  cpus_ = {cpu};
   before_ = cpus;
   return strCat("TORCH_RING_CPU_BIND=core: bound this thread to CPU ", cpu, " (local rank ",
-                localIndex, " of ", localRanks, " on CPUs ", describeCpus(cpus), ")");
+                localIndex, " of ", localRanks, " on CPUs ", cpuListText(cpus), ")");
+}
+
+std::string CpuBinder::bindToNodeOnce(const std::vector<NumaNode>& nodes, int localIndex,
+                                      int localRanks, bool* bound) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  *bound = bound_;
+  if (bound_) {
+    return strCat("TORCH_RING_CPU_BIND=numa: this process is already bound to CPU",
+                  cpus_.size() == 1 ? " " : "s ", cpuListText(cpus_), " (by its first group)");
+  }
+  const std::vector<int> usable = threadCpus();
+  const NodePlace place = nodeForLocalRank(nodes, usable, localIndex, localRanks);
+  if (place.nodesReached <= 1) {
+    return strCat("TORCH_RING_CPU_BIND=numa: the CPUs this process may use (",
+                  cpuListText(usable), ") are on ", place.nodesReached,
+                  " NUMA node(s): nothing to bind");
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : place.cpus) CPU_SET(c, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) {
+    return strCat("TORCH_RING_CPU_BIND=numa: binding to node ", place.node, "'s CPUs ",
+                  cpuListText(place.cpus), " failed (", std::strerror(errno), "); not bound");
+  }
+  bound_ = true;
+  *bound = true;
+  node_ = place.node;
+  cpus_ = place.cpus;
+  before_ = usable;
+  return strCat("TORCH_RING_CPU_BIND=numa: bound this thread to NUMA node ", place.node,
+                " (CPUs ", cpuListText(place.cpus), "; local rank ", localIndex, " of ",
+                localRanks, " over ", place.nodesReached, " nodes, in blocks)");
+}
+
+int CpuBinder::boundNode() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return node_;
 }
 
 CpuBinder& processCpuBinder() {

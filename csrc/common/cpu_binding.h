@@ -1,5 +1,5 @@
 // Binding a rank's calling thread to a CPU of its own (TORCH_RING_CPU_BIND=core), as mpirun
-// binds its ranks to cores by default.
+// binds its ranks to cores by default, or to the CPUs of a NUMA node (=numa, numa_topology.h).
 //
 // Why: a small collective runs on the thread that calls it, and each rank waits for the others
 // by spinning (the long spin where every rank of the host has a core). Left to itself, the
@@ -13,6 +13,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "common/numa_topology.h"
 
 namespace ring {
 
@@ -29,11 +31,19 @@ class CpuBinder {
   // ranks of the group each have one (localRanks <= CPUs); once per binder: a second call
   // changes nothing. Returns what it did, for the log; *bound says whether a thread is bound.
   std::string bindOnce(int localIndex, int localRanks, bool* bound);
+  // TORCH_RING_CPU_BIND=numa: binds the calling thread to the CPUs of the NUMA node that local
+  // rank localIndex of localRanks takes (numa_topology.h: nodeForLocalRank), once per binder,
+  // where the process's CPUs reach two nodes or more; on one node it binds nothing.
+  std::string bindToNodeOnce(const std::vector<NumaNode>& nodes, int localIndex,
+                             int localRanks, bool* bound);
+  // The node a numa binding chose, else -1.
+  int boundNode();
 
  private:
   std::mutex mutex_;
   bool bound_ = false;
-  int cpu_ = -1;
+  int node_ = -1;
+  std::vector<int> cpus_;   // what the bound thread may run on
   std::vector<int> before_;  // the bound thread's CPUs before it was bound
 };
 

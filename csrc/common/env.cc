@@ -102,8 +102,9 @@ std::string readCpuBind() {
   const std::string raw = readString("TORCH_RING_CPU_BIND");
   const std::string v = lowered(raw);
   if (v.empty()) return defaultWord("TORCH_RING_CPU_BIND");
-  if (v != "none" && v != "core") {
-    throw UsageError(strCat("TORCH_RING_CPU_BIND='", raw, "' must be none or core (any case)"));
+  if (v != "none" && v != "core" && v != "numa") {
+    throw UsageError(strCat("TORCH_RING_CPU_BIND='", raw,
+                            "' must be none, core or numa (any case)"));
   }
   return v;
 }

@@ -102,13 +102,15 @@ struct EnvKnobs {
   // F16C; on aarch64 NEON); baseline: the portable one (to compare, or to rule the vector
   // builds out); a build the CPU lacks: an error at set-up.
   std::string cpuIsa;
-  // TORCH_RING_CPU_BIND = none | core, any case (default none): core binds the thread that
-  // creates the process's first group (the one that runs its small collectives) to a CPU of
-  // its own among the host's ranks, as mpirun --bind-to core does (common/cpu_binding.h).
+  // TORCH_RING_CPU_BIND = none | core | numa, any case (default none): core binds the thread
+  // that creates the process's first group (the one that runs its small collectives) to a CPU
+  // of its own among the host's ranks, as mpirun --bind-to core does (common/cpu_binding.h);
+  // numa binds it to the CPUs of a NUMA node and allocates the rank's inbox there
+  // (common/numa_topology.h, docs/numa.md).
   std::string cpuBind;
   // TORCH_RING_CPU_SYSFS = the kernel's CPU tree (default /sys/devices/system/cpu): where set-up
-  // reads which last-level cache each rank's CPUs use (common/cache_topology.h). Tests point it
-  // at a made-up tree.
+  // reads which last-level cache each rank's CPUs use (common/cache_topology.h), and beside
+  // which it reads the NUMA nodes (its sibling folder "node"). Tests point it at a made-up tree.
   std::string cpuSysfs;
   // MASTER_ADDR (set by torchrun, not ours; read only to pick the default interface above).
   std::string masterAddr;

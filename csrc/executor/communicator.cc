@@ -44,6 +44,15 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   t.slotBytesChosen = opts.slotBytes > 0 || env().slotBytesSet;
   t.slotsChosen = opts.slots > 0 || env().slotsSet;
   t.shmBudget = env().shmBudget;
+  // TORCH_RING_CPU_BIND=numa: each rank's inbox on the node its thread is bound to below (read
+  // from the tree once: the inbox and the binding must agree).
+  std::optional<std::vector<NumaNode>> numa;
+  if (env().cpuBind == "numa") {
+    numa = numaNodesBeside(env().cpuSysfs);
+    t.inboxNode = [&numa](int machineIndex, int machineRanks) {
+      return nodeForRank(numa, machineIndex, machineRanks);
+    };
+  }
   GroupPlacement placement;
   plans_.algo = parseAlgoKnob(opts.algo.empty() ? env().algo : opts.algo);
   plans_.rdBytes = opts.rdBytes >= 0 ? opts.rdBytes : env().rdBytes;
@@ -69,6 +78,7 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   spinMicros_ = spin.micros;
   ownCore_ = spin.ownCore;
   if (env().cpuBind == "core") bindToCore(placement.machineIndex, localRanks);
+  if (env().cpuBind == "numa") bindToNode(numa, placement.machineIndex, localRanks);
   // After the binding: a bound rank's caches are its one CPU's.
   if (size > 1) {
     copyChoice_.startWith(chooseCopyStart(store, rank, size, placement.shmDomainOf,

@@ -61,6 +61,44 @@ void bindToCore(int machineIndex, int localRanks) {
   RING_LOG(bound ? kLogInfo : kLogWarn, what);
 }
 
+std::optional<std::vector<NumaNode>> numaNodesBeside(const std::string& cpuDir) {
+  std::string dir = cpuDir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const size_t slash = dir.rfind('/');
+  return numaNodes((slash == std::string::npos ? std::string(".") : dir.substr(0, slash)) +
+                   "/node");
+}
+
+int nodeForRank(const std::optional<std::vector<NumaNode>>& nodes, int machineIndex,
+                int machineRanks) {
+  if (!nodes) return -1;
+  // A process bound by its first group keeps that node for every later group's inbox.
+  if (const int bound = processCpuBinder().boundNode(); bound >= 0) return bound;
+  // The CPUs the process had before any binding of its own: every group of the process sees
+  // the same nodes, so its inbox and its thread agree.
+  const NodePlace place =
+      nodeForLocalRank(*nodes, processCpuBinder().usable(), machineIndex, machineRanks);
+  return place.nodesReached >= 2 ? place.node : -1;
+}
+
+void bindToNode(const std::optional<std::vector<NumaNode>>& nodes, int machineIndex,
+                int machineRanks) {
+  if (!nodes) {
+    RING_LOG(kLogWarn, "TORCH_RING_CPU_BIND=numa: no NUMA tree could be read (beside ",
+             env().cpuSysfs, "): not bound");
+    return;
+  }
+  if (nodeForRank(nodes, machineIndex, machineRanks) < 0) {
+    RING_LOG(kLogInfo, "TORCH_RING_CPU_BIND=numa: the CPUs this process may use are on one "
+             "NUMA node: nothing to bind, nothing to place");
+    return;
+  }
+  bool bound = false;
+  const std::string what =
+      processCpuBinder().bindToNodeOnce(*nodes, machineIndex, machineRanks, &bound);
+  RING_LOG(bound ? kLogInfo : kLogWarn, what);
+}
+
 // Why from the machine and not only from the trials: a class's trials start at its 64th call,
 // and until then its copies follow the start. Where the cores share a last-level cache, a
 // streamed copy sends every line to memory and the peer fetches it back from there (measured on

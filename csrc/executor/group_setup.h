@@ -4,8 +4,11 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "common/numa_topology.h"
 
 #include "transport/store.h"
 
@@ -28,6 +31,18 @@ int usableCores();
 // TORCH_RING_CPU_BIND=core: binds the calling thread to the CPU of the rank at `machineIndex`
 // among this machine's `localRanks`; logged (a warning where it could not).
 void bindToCore(int machineIndex, int localRanks);
+
+// TORCH_RING_CPU_BIND=numa. The NUMA tree beside the CPU tree `cpuDir` (/sys/devices/system/
+// cpu -> /sys/devices/system/node), nullopt where it cannot be read.
+std::optional<std::vector<NumaNode>> numaNodesBeside(const std::string& cpuDir);
+// The node local rank machineIndex of machineRanks takes (numa_topology.h), where the CPUs this
+// process may use reach two nodes or more; else -1. What the inbox is placed on, and what
+// bindToNode binds to.
+int nodeForRank(const std::optional<std::vector<NumaNode>>& nodes, int machineIndex,
+                int machineRanks);
+// Binds the calling thread to that node's CPUs, once per process, and logs what it did.
+void bindToNode(const std::optional<std::vector<NumaNode>>& nodes, int machineIndex,
+                int machineRanks);
 
 // Whether this rank's copies into shared memory start streamed (CopyChoice::startWith): every
 // rank publishes the last-level caches its CPUs `cpus` use (common/cache_topology.h, read

@@ -175,7 +175,8 @@ std::unique_ptr<Transport> connectGroup(Store& store, int rank, int size,
     g.nranks = static_cast<int>(c.shmRanks.size());
     // Mailbox rounds need every rank of the group in shared memory.
     if (!c.tcpRanks.empty()) g.mailboxBytes = 0;
-    shm = std::make_unique<ShmTransport>(store, rank, size, c.shmRanks, g, opts.timeout);
+    const int node = opts.inboxNode ? opts.inboxNode(c.machineIndex, c.machineRanks) : -1;
+    shm = std::make_unique<ShmTransport>(store, rank, size, c.shmRanks, g, opts.timeout, node);
   }
   if (!c.tcpRanks.empty()) {
     TcpOptions t;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,10 @@ struct TransportOptions {
   bool slotBytesChosen = false;  // the slot size was set: keep it even if every link is TCP
   bool slotsChosen = false;      // the depth was set: the fit keeps both as they are
   int64_t shmBudget = 0;         // TORCH_RING_SHM_BUDGET in bytes; 0: auto
+  // The NUMA node this rank's shared-memory inbox should be allocated on, given its place
+  // among its machine's ranks (LinkChoice's machineIndex of machineRanks); -1 or unset: where
+  // the kernel puts it. Set by the executor where ranks are bound to nodes.
+  std::function<int(int machineIndex, int machineRanks)> inboxNode;
 };
 
 // The pure part of the choice, from every rank's host identity (hosts[r] is rank r's).

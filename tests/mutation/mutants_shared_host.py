@@ -44,4 +44,25 @@ SHARED_HOST_MUTANTS = [
            "py", "tests/python/test_merge_remote_group.py -x -q", timeout=300,
            why="the merged backend is set up over the parent group's size: each half merges "
                "with itself only"),
+    # NUMA placement (common/numa_topology.cc, transport/shm/shm_segment.cc, select.cc).
+    Mutant("numa_ranks_dealt_round_robin", "csrc/common/numa_topology.cc",
+           "  const size_t k = static_cast<size_t>(static_cast<int64_t>(localIndex) *\n"
+           "                                       static_cast<int64_t>(reached.size()) / localRanks);",
+           "  const size_t k = static_cast<size_t>(localIndex) % reached.size();",
+           "cpp", "NumaTopology.*",
+           why="ranks are dealt over the nodes in turn: 4 ranks on 2 nodes cross between them on "
+               "every hop of the ring"),
+    Mutant("numa_policy_not_put_back", "csrc/transport/shm/shm_segment.cc",
+           "  syscall(SYS_set_mempolicy, oldMode, oldMode == MPOL_DEFAULT ? nullptr : oldMask,\n"
+           "          oldMode == MPOL_DEFAULT ? 0 : kMaxNodes + 1);\n"
+           "  return strCat(\"on NUMA node \", node);",
+           "  return strCat(\"on NUMA node \", node);", "cpp", "NumaPlacement.*",
+           why="the thread that created an inbox keeps preferring its node for everything it "
+               "allocates afterwards"),
+    Mutant("numa_inbox_not_placed", "csrc/transport/select.cc",
+           "    const int node = opts.inboxNode ? opts.inboxNode(c.machineIndex, c.machineRanks) : -1;",
+           "    const int node = -1;", "py",
+           "tests/python/test_numa_bind.py -x -q -k two_ranks", timeout=300,
+           why="TORCH_RING_CPU_BIND=numa binds the threads but leaves every inbox where the "
+               "kernel puts it"),
 ]

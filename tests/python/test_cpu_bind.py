@@ -127,4 +127,4 @@ def _init_only():
 def test_an_unknown_binding_fails_set_up_by_name():
     with pytest.raises(RankFailed) as failed:
         run_on_local_ranks(_init_only, 2, env={"TORCH_RING_CPU_BIND": "socket"}, timeout_s=120)
-    assert "TORCH_RING_CPU_BIND='socket' must be none or core (any case)" in str(failed.value)
+    assert "TORCH_RING_CPU_BIND='socket' must be none, core or numa (any case)" in str(failed.value)

@@ -1,13 +1,17 @@
 #include "transport/shm/shm_segment.h"
 
 #include <fcntl.h>
+#include <linux/mempolicy.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
 #include "common/errors.h"
@@ -51,7 +55,48 @@ int64_t shmFreeBytes() {
   return static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
 }
 
-ShmSegment ShmSegment::create(size_t bytes) {
+namespace {
+
+// Runs `allocate` with the calling thread preferring NUMA node `node` for new pages, then puts
+// its policy back. Why the thread's policy and not mbind on the mapping: the pages are
+// allocated by posix_fallocate before the segment is mapped. Through syscall(): glibc has no
+// wrapper (libnuma's are the usual ones). Returns what came of it, for the log.
+template <typename F>
+std::string allocateOnNode(int node, F&& allocate) {
+  constexpr unsigned long kMaxNodes = 1024;  // bits in the masks below
+  unsigned long mask[kMaxNodes / 64] = {};
+  unsigned long oldMask[kMaxNodes / 64] = {};
+  if (node < 0 || node >= static_cast<int>(kMaxNodes)) {
+    allocate();
+    return strCat("NUMA node ", node, " is out of range: placed by the kernel's default");
+  }
+  mask[node / 64] |= 1UL << (node % 64);
+  int oldMode = MPOL_DEFAULT;
+  // maxnode is one more than the bits given: the kernel reads one bit fewer than it is told.
+  if (syscall(SYS_get_mempolicy, &oldMode, oldMask, kMaxNodes + 1, nullptr, 0) != 0) {
+    oldMode = MPOL_DEFAULT;
+  }
+  if (syscall(SYS_set_mempolicy, MPOL_PREFERRED, mask, kMaxNodes + 1) != 0) {
+    const int e = errno;
+    allocate();
+    return strCat("preferring NUMA node ", node, " was refused (", std::strerror(e),
+                  "): placed by the kernel's default");
+  }
+  try {
+    allocate();
+  } catch (...) {
+    syscall(SYS_set_mempolicy, oldMode, oldMode == MPOL_DEFAULT ? nullptr : oldMask,
+            oldMode == MPOL_DEFAULT ? 0 : kMaxNodes + 1);
+    throw;
+  }
+  syscall(SYS_set_mempolicy, oldMode, oldMode == MPOL_DEFAULT ? nullptr : oldMask,
+          oldMode == MPOL_DEFAULT ? 0 : kMaxNodes + 1);
+  return strCat("on NUMA node ", node);
+}
+
+}  // namespace
+
+ShmSegment ShmSegment::create(size_t bytes, int preferredNode, std::string* placement) {
   ShmSegment seg;
   for (int attempt = 0; attempt < 8; ++attempt) {
     std::string name = randomName();
@@ -69,7 +114,14 @@ ShmSegment ShmSegment::create(size_t bytes) {
     // Reserve every page now: tmpfs allocates on first touch, so a segment larger than the free
     // space would otherwise fault with SIGBUS in the middle of a collective. posix_fallocate
     // fails here instead, where the error can say why.
-    int e = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    int e = 0;
+    auto reserve = [&] { e = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); };
+    if (preferredNode >= 0) {
+      const std::string placed = allocateOnNode(preferredNode, reserve);
+      if (placement != nullptr) *placement = placed;
+    } else {
+      reserve();
+    }
     if (e != 0) {
       close(fd);
       shm_unlink(name.c_str());

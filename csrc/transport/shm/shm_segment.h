@@ -14,8 +14,12 @@ int64_t shmFreeBytes();
 
 class ShmSegment {
  public:
-  // Creates a fresh segment of `bytes` (zero-filled) with a random name.
-  static ShmSegment create(size_t bytes);
+  // Creates a fresh segment of `bytes` (zero-filled) with a random name. Its pages are
+  // allocated here (posix_fallocate); with preferredNode >= 0 the calling thread prefers that
+  // NUMA node while they are (set_mempolicy's MPOL_PREFERRED, so another node where that one
+  // is full), and *placement, if given, says what came of it ("" where no node was asked).
+  static ShmSegment create(size_t bytes, int preferredNode = -1,
+                           std::string* placement = nullptr);
   // Maps an existing segment created by a peer; checks its size.
   static ShmSegment open(const std::string& name, size_t bytes);
 

@@ -137,7 +137,8 @@ ShmTransport::ShmTransport(Store& store, int rank, int nranks, const ShmGeometry
     : ShmTransport(store, rank, nranks, allRanks(nranks), geometry, timeout) {}
 
 ShmTransport::ShmTransport(Store& store, int rank, int nranks, std::vector<int> localRanks,
-                           const ShmGeometry& geometry, std::chrono::milliseconds timeout)
+                           const ShmGeometry& geometry, std::chrono::milliseconds timeout,
+                           int inboxNode)
     : rank_(rank), nranks_(nranks), local_(std::move(localRanks)), geometry_(geometry) {
   static std::atomic<uint64_t> instances{0};
   instance_ = ++instances;
@@ -154,7 +155,13 @@ ShmTransport::ShmTransport(Store& store, int rank, int nranks, std::vector<int> 
   const int me = localIndex_[rank];
   const size_t bytes = geometry_.segmentBytes();
   segments_.resize(static_cast<size_t>(nlocal));
-  segments_[me] = ShmSegment::create(bytes);
+  std::string placement;
+  segments_[me] = ShmSegment::create(bytes, inboxNode, &placement);
+  if (inboxNode >= 0) {
+    RING_LOG(placement.rfind("on NUMA node", 0) == 0 ? kLogInfo : kLogWarn,
+             "shared memory: this rank's inbox (", bytes, " bytes, read by this rank only) ",
+             placement);
+  }
 
   auto* own = header(me);
   own->magic = kSegmentMagic;

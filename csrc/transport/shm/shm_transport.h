@@ -76,8 +76,11 @@ class ShmTransport : public Transport {
                std::chrono::milliseconds timeout);
   // Only `localRanks` (group ranks on this host, including `rank`) take part, and only they
   // must construct it; geometry.nranks must be localRanks.size().
+  // inboxNode >= 0: this rank's inbox (which only it reads) is allocated preferring that NUMA
+  // node (ShmSegment::create), the node its thread is bound to (TORCH_RING_CPU_BIND=numa).
   ShmTransport(Store& store, int rank, int nranks, std::vector<int> localRanks,
-               const ShmGeometry& geometry, std::chrono::milliseconds timeout);
+               const ShmGeometry& geometry, std::chrono::milliseconds timeout,
+               int inboxNode = -1);
   ~ShmTransport() override;
 
   int rank() const override { return rank_; }
