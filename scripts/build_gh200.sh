@@ -63,8 +63,15 @@ if [ ! -f "$OUT/torch/.done" ]; then
   echo "== torch $TORCH_VERSION for aarch64 (the registry's wheel: headers and libraries only)"
   rm -rf "$OUT/torch" && mkdir -p "$OUT/torch"
   PIP_CONSTRAINT= pip download -q "${AARCH64_WHEEL[@]}" -d "$OUT/wheels" "torch==$TORCH_VERSION"
-  (cd "$OUT/torch" && unzip -q "$OUT"/wheels/torch-"$TORCH_VERSION"-$PY-$PY-*aarch64.whl \
-    'torch/include/*' 'torch/lib/*' 'torch/share/*' torch/version.py)
+  # Its headers, libraries and version only (not the Python package: nothing here imports it).
+  python3 - "$OUT"/wheels/torch-"$TORCH_VERSION"-$PY-$PY-*aarch64.whl "$OUT/torch" <<'PY'
+import sys, zipfile
+wheel, dest = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as z:
+    z.extractall(dest, [n for n in z.namelist()
+                        if n.startswith(("torch/include/", "torch/lib/", "torch/share/"))
+                        or n == "torch/version.py"])
+PY
   rm -f "$OUT"/wheels/torch-*.whl
   touch "$OUT/torch/.done"
 fi
