@@ -37,6 +37,11 @@ BENCH_MUTANTS = [
            "        pass", "py", "tests/python/test_tp_decode_bench.py -x -q -k refused",
            why="DeepSpeed's bfloat16 op is called on a CPU without AVX-512BW: its ranks die of "
                "SIGILL (killed only on such a CPU; elsewhere its test skips)"),
+    # The channels model (torch_ring_backend/bench/channels_model.py, issue 72).
+    Mutant("channels_model_ignores_the_channels", "torch_ring_backend/bench/channels_model.py",
+           "(1 / reduce + 1 / copy) / channels,", "(1 / reduce + 1 / copy),", "py",
+           "tests/python/test_channels_model.py -x -q",
+           why="the model's cores do not share a call: busbw never grows with C"),
 ]
 
 # The waits' spin where each rank has a core (transport/wait.h, yieldWhileSpinning).
