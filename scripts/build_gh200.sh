@@ -11,6 +11,10 @@
 #                                               build/gh200/ext/_C.cpython-311-aarch64-linux-gnu.so
 #   GH200_TORCH=2.13.0 bash scripts/build_gh200.sh   against another torch release
 #
+# What it changes on the machine: Debian's cross compiler and qemu-user if missing, and apt's
+# list of architectures (arm64 added, once: `dpkg --add-architecture arm64`, for the aarch64
+# Python headers); everything else lands under the build folder.
+#
 # On a GH200 itself none of this is needed: `pip install --no-build-isolation -e .` builds
 # natively with its own nvcc. What cannot be done here (the registry lacks aarch64 builds of
 # torch's pinned CUDA dependencies: nvidia-nccl-cu13, nvidia-cuda-cupti) is importing the
