@@ -27,13 +27,26 @@ std::vector<int> CpuBinder::usable() {
   return bound_ ? before_ : threadCpus();
 }
 
+std::string CpuBinder::alreadyBoundLocked(const char* mode) const {
+  return strCat("TORCH_RING_CPU_BIND=", mode, ": this process is already bound to CPU",
+                cpus_.size() == 1 ? " " : "s ", cpuListText(cpus_), " (by its first group)");
+}
+
+int CpuBinder::bindLocked(const std::vector<int>& cpus, const std::vector<int>& before) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) return errno;
+  bound_ = true;
+  cpus_ = cpus;
+  before_ = before;
+  return 0;
+}
+
 std::string CpuBinder::bindOnce(int localIndex, int localRanks, bool* bound) {
   std::lock_guard<std::mutex> lock(mutex_);
   *bound = bound_;
-  if (bound_) {
-    return strCat("TORCH_RING_CPU_BIND=core: this process is already bound to CPU",
-                  cpus_.size() == 1 ? " " : "s ", cpuListText(cpus_), " (by its first group)");
-  }
+  if (bound_) return alreadyBoundLocked("core");
   const std::vector<int> cpus = threadCpus();
   RING_ASSERT(localIndex >= 0 && localIndex < localRanks, "local index ", localIndex, " of ",
               localRanks);
@@ -42,17 +55,11 @@ std::string CpuBinder::bindOnce(int localIndex, int localRanks, bool* bound) {
                   cpus.size(), " CPU(s) (", cpuListText(cpus), "); not bound");
   }
   const int cpu = cpus[static_cast<size_t>(localIndex)];
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  if (sched_setaffinity(0, sizeof one, &one) != 0) {
+  if (const int e = bindLocked({cpu}, cpus); e != 0) {
     return strCat("TORCH_RING_CPU_BIND=core: binding to CPU ", cpu, " failed (",
-                  std::strerror(errno), "); not bound");
+                  std::strerror(e), "); not bound");
   }
-  bound_ = true;
   *bound = true;
-  cpus_ = {cpu};
-  before_ = cpus;
   return strCat("TORCH_RING_CPU_BIND=core: bound this thread to CPU ", cpu, " (local rank ",
                 localIndex, " of ", localRanks, " on CPUs ", cpuListText(cpus), ")");
 }
@@ -61,10 +68,7 @@ std::string CpuBinder::bindToNodeOnce(const std::vector<NumaNode>& nodes, int lo
                                       int localRanks, bool* bound) {
   std::lock_guard<std::mutex> lock(mutex_);
   *bound = bound_;
-  if (bound_) {
-    return strCat("TORCH_RING_CPU_BIND=numa: this process is already bound to CPU",
-                  cpus_.size() == 1 ? " " : "s ", cpuListText(cpus_), " (by its first group)");
-  }
+  if (bound_) return alreadyBoundLocked("numa");
   const std::vector<int> usable = threadCpus();
   const NodePlace place = nodeForLocalRank(nodes, usable, localIndex, localRanks);
   if (place.nodesReached <= 1) {
@@ -72,18 +76,12 @@ std::string CpuBinder::bindToNodeOnce(const std::vector<NumaNode>& nodes, int lo
                   cpuListText(usable), ") are on ", place.nodesReached,
                   " NUMA node(s): nothing to bind");
   }
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (int c : place.cpus) CPU_SET(c, &set);
-  if (sched_setaffinity(0, sizeof set, &set) != 0) {
+  if (const int e = bindLocked(place.cpus, usable); e != 0) {
     return strCat("TORCH_RING_CPU_BIND=numa: binding to node ", place.node, "'s CPUs ",
-                  cpuListText(place.cpus), " failed (", std::strerror(errno), "); not bound");
+                  cpuListText(place.cpus), " failed (", std::strerror(e), "); not bound");
   }
-  bound_ = true;
   *bound = true;
   node_ = place.node;
-  cpus_ = place.cpus;
-  before_ = usable;
   return strCat("TORCH_RING_CPU_BIND=numa: bound this thread to NUMA node ", place.node,
                 " (CPUs ", cpuListText(place.cpus), "; local rank ", localIndex, " of ",
                 localRanks, " over ", place.nodesReached, " nodes, in blocks)");

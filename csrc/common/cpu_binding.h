@@ -40,6 +40,11 @@ class CpuBinder {
   int boundNode();
 
  private:
+  // With mutex_ held: the words for a second binding of the process, and the binding of the
+  // calling thread to `cpus` (recorded with the CPUs it had, `before`); errno, or 0.
+  std::string alreadyBoundLocked(const char* mode) const;
+  int bindLocked(const std::vector<int>& cpus, const std::vector<int>& before);
+
   std::mutex mutex_;
   bool bound_ = false;
   int node_ = -1;

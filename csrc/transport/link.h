@@ -76,8 +76,8 @@ class RecvLink {
 // Why: a small message through a FIFO makes a chain of dependent cache-line transfers between
 // cores (the slot's credit, the payload, the `published` counter beside it, the receiver's
 // release; measured in docs/notes/latency_cpu.md), and on a 2-core machine each transfer can
-// cost as much as the copy. A mailbox message carries its flag in its own head line, published after
-// the payload (a message of up to 8 bytes lies in that line too), and needs no credit handed
+// cost as much as the copy. A mailbox message carries its flag in its own head line, published
+// after the payload (a message of up to 8 bytes lies in that line too), and needs no credit handed
 // back: each rank alternates between two buffers, and writes one again only two rounds later,
 // when every peer has provably finished reading it (to finish the round in between, the writer
 // read every peer's next message, which each peer posted after reading everything of the round

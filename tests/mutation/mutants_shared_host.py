@@ -53,10 +53,8 @@ SHARED_HOST_MUTANTS = [
            why="ranks are dealt over the nodes in turn: 4 ranks on 2 nodes cross between them on "
                "every hop of the ring"),
     Mutant("numa_policy_not_put_back", "csrc/transport/shm/shm_segment.cc",
-           "  syscall(SYS_set_mempolicy, oldMode, oldMode == MPOL_DEFAULT ? nullptr : oldMask,\n"
-           "          oldMode == MPOL_DEFAULT ? 0 : kMaxNodes + 1);\n"
-           "  return strCat(\"on NUMA node \", node);",
-           "  return strCat(\"on NUMA node \", node);", "cpp", "NumaPlacement.*",
+           "  } putBack{oldMode, oldMask};", "  } putBack{oldMode, oldMask};\n  putBack.mode = -1;",
+           "cpp", "NumaPlacement.*",
            why="the thread that created an inbox keeps preferring its node for everything it "
                "allocates afterwards"),
     Mutant("numa_inbox_not_placed", "csrc/transport/select.cc",

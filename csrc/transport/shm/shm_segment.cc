@@ -82,15 +82,16 @@ std::string allocateOnNode(int node, F&& allocate) {
     return strCat("preferring NUMA node ", node, " was refused (", std::strerror(e),
                   "): placed by the kernel's default");
   }
-  try {
-    allocate();
-  } catch (...) {
-    syscall(SYS_set_mempolicy, oldMode, oldMode == MPOL_DEFAULT ? nullptr : oldMask,
-            oldMode == MPOL_DEFAULT ? 0 : kMaxNodes + 1);
-    throw;
-  }
-  syscall(SYS_set_mempolicy, oldMode, oldMode == MPOL_DEFAULT ? nullptr : oldMask,
-          oldMode == MPOL_DEFAULT ? 0 : kMaxNodes + 1);
+  // The thread's own policy back, however the allocation ends.
+  struct PutBack {
+    int mode;
+    const unsigned long* mask;
+    ~PutBack() {
+      syscall(SYS_set_mempolicy, mode, mode == MPOL_DEFAULT ? nullptr : mask,
+              mode == MPOL_DEFAULT ? 0 : kMaxNodes + 1);
+    }
+  } putBack{oldMode, oldMask};
+  allocate();
   return strCat("on NUMA node ", node);
 }
 
