@@ -38,8 +38,7 @@ def dump_flight_recorder(path=None):
     for example where a collective's error is caught; then run `python -m
     torch_ring_backend.trace` (or torch 2.15's fr_trace) on the folder."""
     if path is None:
-        prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE", "/tmp/nccl_trace_rank_")
-        path = f"{prefix}{dist.get_rank()}"
+        path = f"{_C.knob_text_or_default('TORCH_FR_DUMP_TEMP_FILE')}{dist.get_rank()}"
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     _C.write_flight_recorder_dump(path)
     return path

@@ -202,6 +202,9 @@ PYBIND11_MODULE(_C, m) {
     }
     return out;
   }, "Every environment knob: name, default, scope (whether ranks must agree), integer range.");
+  m.def("knob_text_or_default", [](const std::string& name) {
+    return ring::knobTextOrDefault(name.c_str());
+  }, "A knob's text, or the knob table's default where it is unset or empty.");
 
 #if RING_TORCH_AT_LEAST(2, 15)
   m.def("_heard_completions", [](int64_t id) {

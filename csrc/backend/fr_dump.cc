@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "common/errors.h"
+#include "common/knob_table.h"
 #include "common/logging.h"
 
 namespace ring {
@@ -157,7 +158,8 @@ void writeFlightRecorderDump(const std::string& path) {
 }
 
 void dumpAfterFailureOnce(int globalRank) {
-  const char* prefix = std::getenv("TORCH_FR_DUMP_TEMP_FILE");
+  // Off unless the user names where dumps go: a failure must not litter /tmp by default.
+  const char* prefix = knobText("TORCH_FR_DUMP_TEMP_FILE");
   if (prefix == nullptr || *prefix == '\0') return;
   static std::atomic<bool> dumped{false};
   if (dumped.exchange(true)) return;

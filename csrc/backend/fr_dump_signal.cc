@@ -13,6 +13,7 @@
 
 #include "backend/fr_dump.h"
 #include "common/errors.h"
+#include "common/knob_table.h"
 #include "common/logging.h"
 
 namespace ring {
@@ -42,9 +43,7 @@ void onDumpSignal(int sig, siginfo_t* info, void* context) {
 }
 
 void dumpOnEveryWake(int readFd, int globalRank) {
-  const char* prefix = std::getenv("TORCH_FR_DUMP_TEMP_FILE");
-  const std::string path =
-      strCat(prefix != nullptr && *prefix != '\0' ? prefix : "/tmp/nccl_trace_rank_", globalRank);
+  const std::string path = strCat(knobTextOrDefault("TORCH_FR_DUMP_TEMP_FILE"), globalRank);
   char buf[64];
   for (;;) {
     const ssize_t n = read(readFd, buf, sizeof(buf));
@@ -94,7 +93,7 @@ int dumpSignalFromEnv(const char* value) {
 void armFlightRecorderDumpOnSignal(int globalRank) {
   static std::once_flag armed;
   std::call_once(armed, [globalRank] {
-    const int sig = dumpSignalFromEnv(std::getenv("TORCH_RING_FR_DUMP_SIGNAL"));
+    const int sig = dumpSignalFromEnv(knobText("TORCH_RING_FR_DUMP_SIGNAL"));
     if (sig == 0) return;
     int fds[2];
     // Close-on-exec: a program the job starts keeps neither end. Non-blocking: the handler

@@ -1,5 +1,6 @@
 #include "common/knob_table.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "common/env.h"
@@ -30,6 +31,8 @@ const std::vector<KnobInfo>& knobTable() {
       words("TORCH_RING_DEBUG_FILE", "", S::PerRank),
       integer("TORCH_FR_BUFFER_SIZE", "64", S::PerRank, 64, 0, 1000000),
       words("TORCH_RING_FR_DUMP_SIGNAL", "", S::PerRank),
+      // torch's variable: unset, the dump after a failure is off and the others go here.
+      words("TORCH_FR_DUMP_TEMP_FILE", "/tmp/nccl_trace_rank_", S::PerRank),
       integer("TORCH_RING_STRAGGLER_LOG_S", "0", S::PerRank, 0, 0, 86400),
       words("TORCH_RING_TRANSPORT", "auto", S::EveryRankAlike),
       words("TORCH_RING_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", S::PerRank),
@@ -80,6 +83,13 @@ int64_t readKnob(const char* name) {
   const KnobInfo& k = knobInfo(name);
   RING_ASSERT(k.isInteger(), "the knob ", name, " is not an integer knob");
   return readInt(k.name, k.intDefault, k.lo, k.hi);
+}
+
+const char* knobText(const char* name) { return std::getenv(knobInfo(name).name); }
+
+std::string knobTextOrDefault(const char* name) {
+  const char* v = knobText(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : std::string(knobInfo(name).defaultText);
 }
 
 }  // namespace ring

@@ -2,13 +2,15 @@
 // range (integers), whether every rank of a group must set it alike, and what it means.
 //
 // Why one table: the knobs are read in several layers (common/env.cc, the CUDA links' geometry,
-// the job secret, the dump signal), and a knob whose default or range lived only at its read
-// site drifted from README's table. The integer knobs are read through the table (readKnob),
-// and tests/python/test_knob_table.py holds README's table and every TORCH_RING_* name in
-// csrc/ against it.
+// the job secret, the dump signal, the dump's path), and a knob whose default or range lived
+// only at its read site drifted from README's table. Every knob is read through the table
+// (readKnob, knobText, knobTextOrDefault: each asserts the name is in it), and
+// tests/python/test_knob_table.py holds README's table, every TORCH_* name in csrc/ and the
+// package, and every getenv of one, against it.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace ring {
@@ -47,5 +49,13 @@ const KnobInfo& knobInfo(const char* name);
 // An integer knob's value: its default when unset or empty, a UsageError naming the variable
 // when it is not an integer in its range (readInt with the table's default and range).
 int64_t readKnob(const char* name);
+
+// A knob's text as the environment holds it: nullptr where unset ("" where set but empty), for
+// knobs whose unset and empty differ (the job secret) or that are off unless set (the dump after
+// a failure).
+const char* knobText(const char* name);
+
+// A knob's text, or the table's default where it is unset or empty.
+std::string knobTextOrDefault(const char* name);
 
 }  // namespace ring

@@ -500,5 +500,16 @@ MUTANTS = [
            "answer = answers.get(timeout=wait_s)", "answer = answers.get()", "py",
            "tests/python/test_gpu_check.py -x -q -k never_answers",
            why="the probe waits for a child that died as long as the phase's whole cap"),
+    # Every knob through the table (common/knob_table.h), in C++ and in the package.
+    Mutant("secret_read_around_the_table", "csrc/transport/tcp/job_secret.cc",
+           'knobText("TORCH_RING_SECRET")', 'std::getenv("TORCH_RING_SECRET")', "py",
+           "tests/python/test_knob_table.py -x -q -k read_around",
+           why="a knob read with getenv past the table: its default and check live at the read"),
+    Mutant("dump_path_default_written_again", "torch_ring_backend/fr_dump.py",
+           "        path = f\"{_C.knob_text_or_default('TORCH_FR_DUMP_TEMP_FILE')}{dist.get_rank()}\"",
+           "        prefix = os.environ.get(\"TORCH_FR_DUMP_TEMP_FILE\", \"/tmp/nccl_trace_rank_\")\n"
+           "        path = f\"{prefix}{dist.get_rank()}\"", "py",
+           "tests/python/test_knob_table.py -x -q -k read_around",
+           why="the dump path's default written a second time, outside the table"),
 ] + (CALL_PATH_MUTANTS + HOST_MUTANTS + CUDA_MUTANTS + CUDA_EMULATED_RUNTIME_MUTANTS + BENCH_MUTANTS
      + SPIN_MUTANTS + SHARED_HOST_MUTANTS + HOST_LOOP_MUTANTS + A64_MUTANTS)

@@ -75,3 +75,43 @@ def test_every_knob_the_sources_read_is_in_the_table():
     assert read, "no knob found: the search is broken"
     assert read - table == set(), "read by the sources but not in csrc/common/knob_table.cc"
 
+
+
+# The files that read the environment itself: the table's own reader, and env.cc's wrapper
+# (whose readString calls name table knobs, and torch's/gloo's MASTER_ADDR, GLOO_SOCKET_IFNAME).
+_READERS = {"csrc/common/knob_table.cc", "csrc/common/env.cc"}
+
+
+def test_no_knob_of_the_table_is_read_around_it():
+    """A knob read with getenv (C++) or os.environ (the package) outside the table's readers
+    bypasses its default and its check: every such read of a table knob fails here. Reads of
+    variables that are not ours (RANK, CUDA_MODULE_LOADING, MASTER_ADDR) are allowed."""
+    table = {k["name"] for k in _C.knob_table()}
+    around = []
+    sources = [p for p in (ROOT / "csrc").rglob("*") if p.suffix in (".cc", ".h", ".cu", ".cuh")]
+    for path in sources:
+        rel = path.relative_to(ROOT).as_posix()
+        if rel in _READERS:
+            continue
+        for name in re.findall(r'getenv\(\s*"([A-Z0-9_]+)"', path.read_text()):
+            if name in table:
+                around.append(f"{rel}: getenv(\"{name}\")")
+    for path in (ROOT / "torch_ring_backend").rglob("*.py"):
+        text = path.read_text()
+        reads = re.findall(r'os\.environ(?:\.get\(|\[|\.setdefault\()\s*"([A-Z0-9_]+)"', text)
+        reads += re.findall(r'os\.getenv\(\s*"([A-Z0-9_]+)"', text)
+        for name in reads:
+            if name in table:
+                around.append(f"{path.relative_to(ROOT).as_posix()}: os.environ \"{name}\"")
+    assert sources, "no source found: the search is broken"
+    assert around == [], "read around csrc/common/knob_table.cc: " + "; ".join(around)
+
+
+def test_the_dump_path_knob_gives_torchs_default():
+    # torch's own default: c10d's DebugInfoWriter reads its dump prefix with
+    # getCvarString({...TEMP_FILE}, "/tmp/nccl_trace_rank_") and appends the rank.
+    import os
+    if os.environ.get("TORCH_FR_DUMP_TEMP_FILE"):
+        import pytest
+        pytest.skip("TORCH_FR_DUMP_TEMP_FILE is set in this environment")
+    assert _C.knob_text_or_default("TORCH_FR_DUMP_TEMP_FILE") == "/tmp/nccl_trace_rank_"

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/errors.h"
+#include "common/knob_table.h"
 
 namespace ring {
 namespace {
@@ -60,8 +61,9 @@ std::string readSecretFile(const std::string& path) {
 }  // namespace
 
 std::string readJobSecret() {
-  const char* inline_ = std::getenv("TORCH_RING_SECRET");
-  const char* file = std::getenv("TORCH_RING_SECRET_FILE");
+  // Read raw, not with the default: a secret set but empty is an error, not "no secret".
+  const char* inline_ = knobText("TORCH_RING_SECRET");
+  const char* file = knobText("TORCH_RING_SECRET_FILE");
   bool hasInline = inline_ != nullptr, hasFile = file != nullptr && *file != '\0';
   if (hasInline && hasFile) {
     throw UsageError("TORCH_RING_SECRET and TORCH_RING_SECRET_FILE are both set: set one");
