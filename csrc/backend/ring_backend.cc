@@ -87,23 +87,17 @@ Exchange exchangeOf(const std::vector<int64_t>& sendBytes, const std::vector<int
 c10::intrusive_ptr<RingWork> RingBackend::push(const char* name, uint64_t seq, HostCall call,
                                                std::function<void(const CallInfo&)> beforeBody,
                                                bool callerMayRun) {
-  WorkQueue::Task task;
-  task.name = name;
+  // The call moves into the task whole (the Work keeps its own reference to the outputs).
+  WorkQueue::Task task(name, std::move(call));
   if (CommProfile::recording()) {
-    task.profile = CommProfile::captureIfProfiling(name, seq, profileGroup(), call.inputs,
-                                                   call.outputs);
+    task.profile = CommProfile::captureIfProfiling(name, seq, profileGroup(), task.inputs,
+                                                   task.outputs);
   }
-  task.detail = std::move(call.detail);
-  task.call = CallInfo{seq, effectiveTimeout(call.timeout)};
-  task.work = c10::make_intrusive<RingWork>(rank_, call.type, task.call.seq, call.outputs);
+  task.call = CallInfo{seq, effectiveTimeout(task.timeout)};
+  task.work = c10::make_intrusive<RingWork>(rank_, task.type, seq, task.outputs);
   task.callerMayRun = callerMayRun;
-  task.bytes = std::max(bytesHeld(call.inputs), bytesHeld(call.outputs));
-  task.collective = call.collective;
-  // The tensors move into the task (the Work keeps its own reference to the outputs).
+  task.bytes = std::max(bytesHeld(task.inputs), bytesHeld(task.outputs));
   task.before = std::move(beforeBody);
-  task.body = std::move(call.body);
-  task.inputs = std::move(call.inputs);
-  task.outputs = std::move(call.outputs);
   auto work = task.work;
   RING_PHASE(3, "task and Work built");
   queue_->push(std::move(task));
@@ -116,7 +110,11 @@ c10::intrusive_ptr<c10d::Work> RingBackend::run(const CheckScope& s, HostCall ca
   checkConnected(s);
   if (estimating_.load(std::memory_order_relaxed)) return estimated(call);
   if (!anyCuda(call.inputs) && !anyCuda(call.outputs)) {
-    if (coalescer_.active()) return coalescer_.hold(rank_, s.collective, std::move(call));
+    // Not a barrier: held, its wait would return at once (coalescing.h) and it would hold no
+    // rank back; it runs when called, before the block's calls, alike on every rank.
+    if (coalescer_.active() && call.type != c10d::OpType::BARRIER) {
+      return coalescer_.hold(rank_, s.collective, std::move(call));
+    }
     RING_PHASE(2, "log scope, connection check");
     return push(s.collective, seq_++, std::move(call), nullptr, /*callerMayRun=*/true);
   }
@@ -578,6 +576,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::alltoall(std::vector<at::Tensor>& ou
 c10::intrusive_ptr<c10d::Work> RingBackend::barrier(const c10d::BarrierOptions& opts) {
   CheckScope s{"barrier", rank_, size_};
   // Queued behind every earlier collective of the group, so it also waits for all of them.
+  // Through the same run() as every host call: priced, not run, inside torch's time estimator
+  // (as ProcessGroupNCCL's barrier, an all_reduce, is), refused on a group no longer connected.
   // Like any small host call it may run on the caller's thread (work_queue.h). Its empty
   // message is posted ahead only where no CUDA work of the group can be pending: the barrier
   // waits for that work before its round.
@@ -590,7 +590,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::barrier(const c10d::BarrierOptions& 
       comm_->barrier(c);
     };
   }
-  return push(s.collective, seq_++, std::move(call), nullptr, /*callerMayRun=*/true);
+  return run(s, std::move(call));
 }
 
 }  // namespace ring

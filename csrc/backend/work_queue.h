@@ -130,9 +130,14 @@ class RingWork : public c10d::Work {
 // task when it is waited for before the worker took it (RingWork::wait).
 class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
  public:
-  struct Task {
-    const char* name;    // "all_reduce"
-    CallDetail detail;   // for the flight recorder: "1000 x float32, op SUM"
+  // The call as the adapter built it (HostCall: its tensors, detail, body or collective), moved
+  // in whole, and what the runner adds to it. Why the runner's record extends the adapter's
+  // rather than copying it field by field: a field added to the call reaches the runner without
+  // a second edit, and nothing is copied per call.
+  struct Task : HostCall {
+    Task() = default;  // a place for one to be moved into (the worker's next)
+    Task(const char* name_, HostCall&& host) : HostCall(std::move(host)), name(name_) {}
+    const char* name = nullptr;  // "all_reduce"
     c10::intrusive_ptr<RingWork> work;
     CallInfo call;
     // What it runs: before(call) if set, then body(call, inputs, outputs), or where it has no
@@ -140,14 +145,9 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
     // Kept apart, not wrapped in one closure: a closure over all four is one more allocation
     // per call.
     std::function<void(const CallInfo&)> before;
-    std::function<void(const CallInfo&, const std::vector<at::Tensor>& in,
-                       const std::vector<at::Tensor>& out)>
-        body;
-    // The call as one collective (host_call.h); push prepares it (`prepared`: its plan, chosen
-    // once), and the caller may post it ahead.
-    std::optional<CollectiveArgs> collective;
+    // The collective (HostCall::collective) prepared at push: its plan, chosen once; the caller
+    // may post it ahead.
     std::optional<PreparedCall> prepared;
-    std::vector<at::Tensor> inputs, outputs;
     // Set while a profiler records on the issuing thread: the body runs inside its events.
     std::shared_ptr<const CommProfile> profile;
     // Whether the caller's thread may run it (a host call on CPU tensors: RingBackend::run);

@@ -211,4 +211,17 @@ CALL_PATH_MUTANTS = [
            "  return static_cast<float>(estimatedSeconds_);", "py",
            "tests/python/test_time_estimate.py -x -q",
            why="the estimate comes back in seconds where torch (as NCCL) reads microseconds"),
+    # The barrier through the same run() as every host call (backend/ring_backend.cc).
+    Mutant("barrier_around_run", "csrc/backend/ring_backend.cc",
+           "  return run(s, std::move(call));\n}\n\n}  // namespace ring",
+           "  return push(s.collective, seq_++, std::move(call), nullptr, true);\n}\n\n"
+           "}  // namespace ring", "py", "tests/python/test_time_estimate.py -x -q",
+           why="a barrier inside torch's time estimator runs (and is recorded) instead of "
+               "being priced, as it did before it went through run()"),
+    Mutant("barrier_held_in_a_block", "csrc/backend/ring_backend.cc",
+           "    if (coalescer_.active() && call.type != c10d::OpType::BARRIER) {",
+           "    if (coalescer_.active()) {", "py",
+           "tests/python/test_backend_api.py -x -q -k coalesc",
+           why="a barrier inside a coalescing block is held for the block's end: its wait "
+               "returns at once and it holds no rank back"),
 ]

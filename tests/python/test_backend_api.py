@@ -1,6 +1,8 @@
 """The parts of torch's c10d Backend API that torch 2.14 builds features on, on "ring":
 coalescing (torch's _coalescing_manager with a device, batch_isend_irecv), checked against gloo
 in the same run and against the flight recorder (one task for the whole block)."""
+import time
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -76,6 +78,21 @@ def coalesced_all_reduces(ctx):
     report.check("held broadcast", b, payload(ctx.world - 1, 33, torch.float64, seed=9))
     want_max = torch.stack([payload(r, 40, torch.float32, seed=10) for r in range(ctx.world)]).amax(0)
     report.check("held all_reduce MAX", c, want_max)
+    # A barrier inside a block still holds every rank back until all have come, as outside
+    # one: the last rank comes a second late, and the first waits for it.
+    d = payload(me, 12, torch.float32, seed=11)
+    with _coalescing_manager(device=torch.device("cpu")):
+        dist.all_reduce(d)
+        if me == ctx.world - 1:
+            time.sleep(1.0)
+        start = time.monotonic()
+        dist.barrier()
+        waited = time.monotonic() - start
+    if ctx.world > 1 and me == 0 and waited < 0.5:
+        report.failures.append(f"rank 0: a barrier inside a coalescing block returned after "
+                               f"{waited:.3f} s, before the last rank came (1 s late)")
+    want_sum = torch.stack([payload(r, 12, torch.float32, seed=11) for r in range(ctx.world)])
+    report.check("an all_reduce beside the barrier", d, want_sum.sum(0))
     return report
 
 

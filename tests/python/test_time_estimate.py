@@ -29,10 +29,11 @@ def estimates_and_times(ctx):
 
     report = Report()
     # (The estimator itself raises NotImplementedError where the backend says it cannot.)
-    # Nothing moves inside the estimator, and nothing reaches the flight recorder.
+    # Nothing moves inside the estimator, and nothing reaches the flight recorder: a barrier
+    # included (ProcessGroupNCCL's barrier is an all_reduce, priced like the others).
     t = torch.full((1000,), float(ctx.rank))
     before = len(torch_ring_backend.flight_recorder())
-    both = _estimate(lambda: (dist.all_reduce(t), dist.broadcast(t, src=0)))
+    both = _estimate(lambda: (dist.all_reduce(t), dist.broadcast(t, src=0), dist.barrier()))
     report.check("untouched inside the estimator", t, torch.full((1000,), float(ctx.rank)),
                  same_on_all_ranks=False)
     if len(torch_ring_backend.flight_recorder()) != before:
