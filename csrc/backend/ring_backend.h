@@ -1,14 +1,17 @@
 // The c10d::Backend of "ring": the torch-facing front door. Each collective checks its
 // arguments on the caller's thread (errors name the collective, the rank and what was
-// expected), then takes one of three paths:
+// expected), then asks route() once which of these paths it takes (or whether it is only priced,
+// inside torch's time estimator, or held for the end of a coalescing block):
 //   - CUDA tensors of all_reduce, reduce_scatter_tensor, all_gather_into_tensor and broadcast
 //     on a group whose links all have peer memory: one CUDA ring kernel (cuda_collectives.h);
 //   - CPU tensors: the group's worker runs the host ring over them (work_queue.h);
 //   - other CUDA tensors: the same host call over pinned host copies (staging.h).
 // Point-to-point operations go to their own progress engine (executor/p2p_engine.h).
-// Defined in three files: ring_backend.cc (the collectives and their dispatch, the CUDA path's
-// set-up), ring_backend_group.cc (life, coalescing, settings, split, merge and shrink) and
-// ring_backend_p2p.cc (point-to-point).
+// Defined in several files: ring_backend.cc (the route, and the collectives on whole tensors),
+// ring_backend_lists.cc (the collectives over lists, the exchanges), ring_backend_cuda.cc (the
+// CUDA path's set-up), ring_backend_group.cc (life, coalescing, settings, split, merge and
+// shrink), ring_backend_reconfigure.cc, ring_backend_estimate.cc and ring_backend_p2p.cc
+// (point-to-point).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -34,8 +37,8 @@
 namespace ring {
 
 struct CheckScope;        // backend/tensor_checks.h
-#ifdef RING_WITH_CUDA
 class CudaCollectives;    // backend/cuda_collectives.h
+#ifdef RING_WITH_CUDA
 class DedicatedStream;    // backend/cuda_sync.h
 class StagedCall;         // backend/staging.h
 #endif
@@ -265,7 +268,31 @@ class RingBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> estimated(const HostCall& call);
   // After a failed call (CallEnds): the flight recorder's dump, once per process.
   void dumpAfterFailure();
-  // The one dispatch of every host-ring call: CPU tensors to the worker, CUDA ones staged.
+  // Where a call goes: decided once per call by route(), before anything is queued, launched
+  // or numbered, and read once (dispatch, or a kernel collective's one test for CudaKernel).
+  // Why one decision: the estimator, the coalescing block, the kernel path and the staging
+  // were each asked at several sites, and a staged call ran the CUDA checks twice.
+  enum class Route : uint8_t {
+    Priced,      // inside torch's time estimator: priced (estimated), nothing runs
+    Held,        // inside a coalescing block: kept for the block's end (coalescing.h)
+    Host,        // CPU tensors: the group's runner (work_queue.h)
+    CudaKernel,  // CUDA tensors of a kernel collective, the group's kernels usable
+    Staged,      // other CUDA tensors: the host ring over pinned copies (staging.h)
+  };
+  struct CallRoute {
+    Route route;
+    CudaCollectives* kernels = nullptr;  // CudaKernel's
+  };
+  // `cudaTensor`: a CUDA tensor of the call (the group's device is its), null where every
+  // tensor is on the CPU. `kernelCollective`: one of the four collectives with a CUDA ring
+  // kernel. Refuses a call on a group without members; for a CUDA call, first does what every
+  // CUDA collective does before it is issued (beforeCudaCollective), and for a kernel
+  // collective sets the kernels up on the group's first.
+  CallRoute route(const CheckScope& s, const at::Tensor* cudaTensor, c10d::OpType type,
+                  std::chrono::milliseconds timeout, bool kernelCollective);
+  // Runs a host call where route() sent it (any route but CudaKernel).
+  c10::intrusive_ptr<c10d::Work> dispatch(const CheckScope& s, CallRoute r, HostCall call);
+  // route() then dispatch(): every collective without a CUDA ring kernel.
   c10::intrusive_ptr<c10d::Work> run(const CheckScope& s, HostCall call);
   // Announces a call to the peers as issued and hands it to the group's runner (work_queue.h).
   // `callerMayRun`: a host call on CPU tensors, which the runner may run on this thread.
@@ -330,18 +357,13 @@ class RingBackend : public c10d::Backend {
   std::unique_ptr<TorchStore> store_;
   std::unique_ptr<SetupKeys> setupKeys_;
 #ifdef RING_WITH_CUDA
-  // The kernel path for tensor `t`: null for a CPU tensor, or when the group stages CUDA
+  // The group's CUDA kernels for CUDA tensor `t` (route), or null where the group stages CUDA
   // tensors through host memory instead. Set up (collectively) on the first CUDA call of the
   // four kernel collectives; a tensor on another device than the group's is a usage error.
-  // For a CUDA tensor, first what every CUDA collective does before it is issued
-  // (beforeCudaCollective).
-  // Inline: every call asks, and for a CPU tensor the answer needs no call (cudaKernelPath).
-  CudaCollectives* kernelPath(const CheckScope& s, const at::Tensor& t,
-                              std::chrono::milliseconds timeout) {
-    return t.is_cuda() ? cudaKernelPath(s, t, timeout) : nullptr;
-  }
-  CudaCollectives* cudaKernelPath(const CheckScope& s, const at::Tensor& t,
-                                  std::chrono::milliseconds timeout);
+  CudaCollectives* kernelsFor(const CheckScope& s, const at::Tensor& t);
+  // A host call on CUDA tensors (Route::Staged): its copies in queued on the group's stream,
+  // the host ring over pinned copies, its copies back queued when that ends.
+  c10::intrusive_ptr<c10d::Work> runStaged(const CheckScope& s, HostCall call);
   // Before a CUDA collective is issued (any path): refuses it under CUDA graph capture (its
   // host part could never be captured, nor its counters replayed), and waits until every
   // earlier staged collective of the group has queued its copies back, so that the new call's

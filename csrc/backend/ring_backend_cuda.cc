@@ -1,7 +1,7 @@
 // RingBackend's CUDA path: the kernel path (set up on the first CUDA collective), the streams
 // the group's CUDA calls run their GPU work on, what every CUDA collective does before it is
 // issued (graph capture refused, earlier staged calls awaited), and waiting for the kernels'
-// work (the collectives themselves are in ring_backend.cc).
+// work (the route and the collectives are in ring_backend.cc and ring_backend_lists.cc).
 #include "backend/ring_backend.h"
 
 #include <c10/util/Exception.h>
@@ -52,12 +52,7 @@ void RingBackend::setUpCudaLocked(const CheckScope& s, const at::Device& device)
   }
 }
 
-CudaCollectives* RingBackend::cudaKernelPath(const CheckScope& s, const at::Tensor& t,
-                                             std::chrono::milliseconds timeout) {
-  // While estimating, run() prices the call: no kernel is launched.
-  if (estimating_.load(std::memory_order_relaxed)) return nullptr;
-  checkConnected(s);
-  beforeCudaCollective(s, t.device(), timeout);
+CudaCollectives* RingBackend::kernelsFor(const CheckScope& s, const at::Tensor& t) {
   std::lock_guard<std::mutex> lock(cudaMutex_);
   std::optional<at::Device> bound = getBoundDeviceId();
   setUpCudaLocked(s, bound && bound->is_cuda() && bound->has_index() ? *bound : t.device());

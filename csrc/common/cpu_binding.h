@@ -4,9 +4,9 @@
 // Why: a small collective runs on the thread that calls it, and each rank waits for the others
 // by spinning (the long spin where every rank of the host has a core). Left to itself, the
 // kernel sometimes puts two ranks of a host on one CPU right after they start and leaves them
-// there for milliseconds while the other CPU is free: measured on 2 cores, the first 200 4 KiB
-// all_reduces ran 3.6-5.8x slower than the steady calls in 6 jobs of 137, both ranks on one CPU
-// for every call (docs/notes/latency_cold_phase.md). A rank bound to its own CPU cannot be put
+// there for milliseconds while the other CPU is free: in a few jobs of many, the first calls of
+// a 2-core run were several times slower than the steady ones, both ranks on one CPU for every
+// call (docs/notes/latency_cold_phase.md). A rank bound to its own CPU cannot be put
 // there. Opt-in: a binding also holds the user's thread and every thread it starts afterwards.
 #pragma once
 

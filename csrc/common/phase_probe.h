@@ -4,11 +4,12 @@
 // them). Only in a build configured with -DRING_PHASE_PROBE=ON; every other build compiles the
 // marks to nothing.
 //
-// Why cycles between marks and not a profiler: a call of ring's is 2-3 us of some twenty steps
-// of a few hundred cycles each, below what a sampling profiler resolves, and this VM has no
-// hardware counters (perf stat: <not supported>); callgrind counts instructions, not the time
-// that cache misses, atomics and waits for the peer take. A mark (the time-stamp counter and an
-// uncontended lock) costs some 60 cycles, which the phase it ends carries.
+// Why cycles between marks and not a profiler: a call of ring's is a few microseconds of some
+// twenty steps of a few hundred cycles each, below what a sampling profiler resolves, and this
+// project's VMs have no hardware counters (perf stat: <not supported>); callgrind counts
+// instructions, not the time that cache misses, atomics and waits for the peer take. A mark (the
+// time-stamp counter and an uncontended lock) costs some 60 cycles, which the phase it ends
+// carries.
 #pragma once
 
 #ifdef RING_PHASE_PROBE

@@ -22,12 +22,13 @@ void Communicator::announceIssued(uint64_t count) {
 template <typename Done>
 bool Communicator::pollFor(std::chrono::microseconds patience, Done&& done) {
   const auto until = Clock::now() + patience;
-  // Where every rank of the host has a core (the long spin, chooseSpin), pause between looks,
-  // read the clock every 64, and never yield, as waitUntil does: a yield is a system call
-  // (about 0.3 us here), and a peer's announcement that lands during one is seen that much
-  // later, on every call of a program that calls in a loop; and beside busy processes a yield
-  // gives one of them the core for a whole slice (WaitContext::yieldWhileSpinning). Where ranks
-  // share cores, yield at every look: the rank we wait for may need this core to issue its call.
+  // Where every rank of the host has a core (the long spin, chooseSpin), pause between looks, read
+  // the clock every 64, and never yield, as waitUntil does: a yield is a system call
+  // (docs/notes/code_comment_figures.md, "The issue poll"), and a peer's announcement that lands
+  // during one is seen that much later, on every call of a program that calls in a loop; and beside
+  // busy processes a yield gives one of them the core for a whole slice
+  // (WaitContext::yieldWhileSpinning). Where ranks share cores, yield at every look: the rank we
+  // wait for may need this core to issue its call.
   for (int i = 1; !done(); ++i) {
     if (ownCore_ && i % 64 != 0) {
       cpuRelax();

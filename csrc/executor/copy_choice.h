@@ -4,7 +4,7 @@
 // Why measure instead of fixing one: which is faster depends on where the host put the cores
 // relative to each other, and that moves under a running job. Where the two ranks' cores share
 // no cache, a cached copy fetches every line back from the peer's cache before writing it, and
-// streaming was 2x faster from 128 KiB to 64 MiB on the 2-core EPYC VM; where they share a
+// streaming was the faster from 128 KiB up; where they share a
 // cache, lines move between the cores through it, and the streamed copy's detour through memory
 // may cost instead (docs/notes/benchmarks_deepspeed.md, "Streaming stores"). Either is correct: the
 // choice changes how this rank writes, never what.

@@ -5,7 +5,7 @@
 // Why: a ring all_reduce makes 2(n-1) messages in sequence, each waiting for the previous hop,
 // and a ring all_gather n-1. For a message of a few KiB the copying is nothing and these
 // hand-offs are the whole cost, above all when ranks outnumber cores: each hop needs the next
-// rank to be scheduled (4 ranks on 2 cores: a 4 KiB all_reduce took 50-170 us). In one round
+// rank to be scheduled (docs/notes/code_comment_figures.md, "The direct round"). In one round
 // every rank only waits for every other rank to have arrived once. The price is bytes: each
 // rank sends its message n-1 times, so this is for small messages on shared memory, where
 // every link is equally close (the plan decides: plan_choice.h, TORCH_RING_DIRECT_BYTES and,

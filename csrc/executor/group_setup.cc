@@ -15,11 +15,10 @@ namespace ring {
 namespace {
 
 // Why adaptive: a waiter that spins answers within a microsecond when its peer runs on another
-// core (2 ranks on 2 cores: 13 us per small all_reduce instead of 50-170 us through futex
-// wake-ups), but when ranks outnumber cores a long spin takes the core from the very rank it
-// waits for (4 ranks on 2 cores, 500 us spins with every call handed to a worker thread: 2-5x
-// slower). So a long spin only when this host's ranks of the group fit on the cores this
-// process may use, and a short one otherwise (below).
+// core, several times sooner than through futex wake-ups, but when ranks outnumber cores a long
+// spin takes the core from the very rank it waits for, and calls ran several times slower
+// (measured: docs/notes/code_comment_figures.md, "Spin lengths"). So a long spin only when this
+// host's ranks of the group fit on the cores this process may use, and a short one otherwise.
 // The spin where every rank of the host has a core of its own (see below).
 constexpr int kOwnCoreSpinMicros = 500;
 
@@ -27,16 +26,16 @@ int spinMicrosFor(int localRanks, bool onlySharedMemory) {
   if (env().spinMicros >= 0) return env().spinMicros;
   const int cores = usableCores();
   // 500 us covers a peer's turnaround, including its caller-to-worker thread hand-off, with
-  // room to spare (measured on 2 cores: 50 us often expired just before the peer arrived and
-  // then paid for the futex round trip on top), and still bounds what a wait can waste when
-  // the peer has been descheduled after all.
+  // room to spare (a tenth of it often expired just before the peer arrived, which then paid
+  // the futex round trip on top), and still bounds what a wait can waste when the peer has
+  // been descheduled after all.
   if (localRanks <= cores) return kOwnCoreSpinMicros;
   // More ranks than cores. A waiter spins with a yield every 64 pauses (wait.cc), so the rank
   // it waits for runs as soon as it is runnable; sleeping at once instead costs a futex wake
-  // and a context switch per message. Measured, 4 ranks on 2 cores, shared memory: all_reduce
-  // of 4 KiB in 48-99 us with 20-100 us of spin against 140-244 us with none, 1 MiB in
-  // 220 us against 290-400, 16 MiB alike. Over TCP the I/O threads must run to move the data,
-  // and spinning ranks took their CPU (4 ranks on 2 cores: 0.3-0.6 GB/s instead of 0.8).
+  // and a context switch per message: with 4 ranks on 2 cores a short spin made small and
+  // middle-sized calls faster and large ones no slower. Over TCP the I/O threads must run to
+  // move the data, and spinning ranks took their CPU, so none there (measured: the figures in
+  // docs/notes/code_comment_figures.md, "Spin lengths").
   return onlySharedMemory ? 50 : 0;
 }
 
@@ -101,10 +100,10 @@ void bindToNode(const std::optional<std::vector<NumaNode>>& nodes, int machineIn
 
 // Why from the machine and not only from the trials: a class's trials start at its 64th call,
 // and until then its copies follow the start. Where the cores share a last-level cache, a
-// streamed copy sends every line to memory and the peer fetches it back from there (measured on
-// a Xeon whose two cores share an L3: all_reduce 1-2 MiB a quarter slower than cached for those
-// first calls, issue 67); where they do not, a cached copy pulls each line from the peer's cache
-// first (2x slower on the EPYC VM whose cores share none). A start that fits the machine makes
+// streamed copy sends every line to memory and the peer fetches it back from there (slower than
+// cached for those first calls on a Xeon whose two cores share an L3, issue 67); where they do
+// not, a cached copy pulls each line from the peer's cache first (both:
+// docs/notes/code_comment_figures.md, "Streaming stores"). A start that fits the machine makes
 // the trials a check instead of a detour.
 bool chooseCopyStart(Store& store, int rank, int size, const std::vector<int>& shmDomainOf,
                      const std::string& cpuDir, const std::vector<int>& cpus,

@@ -11,8 +11,8 @@ namespace {
 // Hosts of unequal size, rounds or the direct round between hosts: through one rank per host
 // (its lowest, the leader). Why not the segments: a host of fewer ranks owns more segments
 // and takes them one after another, so a plan made for one network latency paid one per
-// segment (four on hosts of 3, 1 and 2 ranks: 6.2 ms with a 1 ms link, about the flat ring's
-// 6.5-7.3, docs/scale.md). Through the leaders the network is crossed once per round, by one
+// segment, and on hosts of 3, 1 and 2 ranks was no faster than the flat ring (docs/scale.md).
+// Through the leaders the network is crossed once per round, by one
 // message per host of the whole buffer, which these plans' byte budgets allow (plan_choice.h).
 void leadersAllReduce(Transport& t, const HostLayout& layout, char* data, int64_t count,
                       int64_t sliceElems, const PlanBuffers& io, const InterHostPlan& inter,

@@ -122,8 +122,9 @@ bool P2PEngine::failPendingIfUnhealthy() {
 
 // Why this shape: a blocking send/recv pair costs four thread hand-offs (caller -> engine ->
 // caller, on both ranks), so how soon the engine notices an arrival decides the latency. Timed
-// condition-variable sleeps cost about 100 us each (timer slack included): a 4-byte round trip
-// took 253 us against gloo's 181 us, and 20 us with the engine polling nonstop. So the engine
+// condition-variable sleeps (timer slack included) made a 4-byte round trip slower than gloo's,
+// and polling nonstop made it an order of magnitude faster (docs/notes/code_comment_figures.md,
+// "The point-to-point engine"). So the engine
 // busy-polls for the collectives' spin budget after its last progress (none when this host's
 // ranks outnumber its cores), then sleeps on the futex of the link that its oldest bound
 // receive waits on, which the sender's publish wakes at once; with no such receive it sleeps

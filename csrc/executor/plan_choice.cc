@@ -103,15 +103,15 @@ CallPlan withRounds(Algorithm a, RadixSchedule rounds) {
 // between every host's chunk edges one after another on each owner (host_layout.h), and a
 // small host's rank owns many of them, so that plan pays the network's latency once per
 // segment on that rank's chain; the rounds go through one rank per host and move the whole
-// message (hier_all_reduce.h). On hosts of 3, 1 and 2 ranks with a 1 ms link the rounds over
-// the segments took 11-13 ms where the flat ring took 7 (docs/scale.md). So here auto prices
+// message (hier_all_reduce.h). On hosts of 3, 1 and 2 ranks the rounds over the segments were
+// slower than the flat ring (docs/scale.md). So here auto prices
 // each plan (segmentedAllReduceSeconds, leadersAllReduceSeconds) against the flat ring and
 // takes the cheapest: the flat ring only where it is strictly cheaper, rounds where they cost
 // no more than the ring between hosts, and the leaders' direct round where it costs strictly
 // less than those (the model's auto_plan makes the same choice). Past its byte budget the
 // direct round is priced here, not ruled out: through the leaders it is one network latency
-// a slice against the rounds' several, and on 3+1+2 hosts with a 1 ms link auto took 3.5 ms
-// with it at 64 KiB where the flat ring, its choice before, took 7.2 (docs/scale.md).
+// a slice against the rounds' several, and on 3+1+2 hosts it halved auto's time at 64 KiB
+// against the flat ring, its choice before (docs/scale.md).
 CallPlan cheapestOnUnequalHosts(const PlanSettings& s, const HostLayout& layout,
                                        int64_t bytes) {
   const RingShape shape = shapeOf(s, layout);

@@ -76,8 +76,9 @@ class Transport;
 //
 // Why in batches of kBatch collectives, not after each: the times are read by every call of a
 // program that calls in a loop, and reading one collective's (a lock, the peers' entries, the
-// clock for the log) was about 300 instructions of a 4 KiB all_reduce's 22,500 on its caller's
-// thread (issue 48); a report reads what the batch has not (report), so it is as fresh.
+// clock for the log) was over one percent of a 4 KiB all_reduce's instructions on its caller's
+// thread (docs/notes/code_comment_figures.md); a report reads what the batch has not
+// (report), so it is as fresh.
 // The transport keeps kIssueHistory (64) times per rank: a batch of 16 stays well inside them.
 class IssueTimes {
  public:

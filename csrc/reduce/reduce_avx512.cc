@@ -14,12 +14,12 @@ namespace ring {
 #if RING_COMBINE_AVX512
 namespace {
 
-// What the AVX-512 build holds: bfloat16's loops only. Measured on this project's machine (an
-// AMD EPYC whose 512-bit operations issue as two 256-bit halves; tests/cpp/bench_combine.cc),
-// 512-bit float32 and float16 (F16C at 512 bits) loops ran at or below the AVX2 build's speed
-// (float16 4 KiB SUM: 23.5 GB/s against 26.5), so the AVX-512 build serves the AVX2 loops for
-// every other dtype (reduce_table.cc); bfloat16's narrowing, eleven integer operations per
-// eight lanes in the AVX2 build, is one instruction here (15.7 GB/s against 10.9).
+// What the AVX-512 build holds: bfloat16's loops only. Measured on this project's machine (an AMD
+// EPYC whose 512-bit operations issue as two 256-bit halves; tests/cpp/bench_combine.cc), 512-bit
+// float32 and float16 (F16C at 512 bits) loops ran at or below the AVX2 build's speed, so the
+// AVX-512 build serves the AVX2 loops for every other dtype (reduce_table.cc); bfloat16's
+// narrowing, eleven integer operations per eight lanes in the AVX2 build, is one instruction here,
+// and some 40% faster (docs/notes/code_comment_figures.md, "Reduction builds").
 //
 // Why the same bits as the baseline build, as reduce_table.cc's AVX2 build: each element is one
 // operation on its own two operands whatever the vector width, nothing is reassociated, and this

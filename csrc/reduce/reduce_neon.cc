@@ -16,13 +16,13 @@ namespace ring {
 #if RING_COMBINE_NEON
 namespace {
 
-// Why a build of its own where the compiler already vectorizes the portable loops: the
-// portable 16-bit conversions (half_bits.h) branch on the exponent, so no compiler vectorizes
-// a float16 or bfloat16 loop, which then runs an element at a time (on x86 the same loop ran at
-// 0.35 GB/s against float32's 7 before its AVX2 build). Here float16 widens and narrows through
-// the CPU's own conversions (FCVTL/FCVTN, part of ARMv8.0's Advanced SIMD) and bfloat16 through
-// toBFloat16's integer rounding, eight lanes at a time; float32 is written out with its four
-// ops so that what each lane computes is in plain sight.
+// Why a build of its own where the compiler already vectorizes the portable loops: the portable
+// 16-bit conversions (half_bits.h) branch on the exponent, so no compiler vectorizes a float16 or
+// bfloat16 loop, which then runs an element at a time (on x86 some twenty times slower than
+// float32's before its AVX2 build: docs/notes/code_comment_figures.md). Here float16 widens and
+// narrows through the CPU's own conversions (FCVTL/FCVTN, part of ARMv8.0's Advanced SIMD) and
+// bfloat16 through toBFloat16's integer rounding, eight lanes at a time; float32 is written out
+// with its four ops so that what each lane computes is in plain sight.
 //
 // Why the results are the baseline's bits, as the x86 builds (reduce_table.cc): each element
 // is one IEEE operation on its own two operands whatever the vector width; nothing is

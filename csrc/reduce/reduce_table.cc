@@ -26,7 +26,8 @@ void combineHost(void* dst, const void* a, const void* b, int64_t count) {
 
 #if RING_COMBINE_AVX2
 // The same loop built for AVX2, 256-bit vectors where the baseline x86-64 build has 128-bit
-// ones (SSE2): a 4 KiB float32 sum is 1,820 instructions per call in the baseline build.
+// ones (SSE2), which makes the reduction the largest single item of a small call's instructions
+// (docs/notes/call_instructions.md).
 // Why the results are the same bits: each element is one IEEE operation (or integer, bool
 // or 16-bit-float-through-float operation) on its own two operands, whatever the vector
 // width; the loop reassociates nothing, and the AVX2 target has no FMA, so no multiply-add
@@ -43,13 +44,13 @@ __attribute__((target("avx2,f16c"), flatten)) void combineHostAvx2(void* dst, co
   combineRange<D, Op>(dst, a, b, 0, count);
 }
 
-// float16 in the AVX2 build: eight elements at a time widened by the CPU's own conversion
-// (F16C, on every CPU with AVX2), combined as float32 by the same functor, and rounded back to
-// nearest even by the CPU. Why: the portable conversions (half_bits.h) branch on the
-// exponent, so no compiler vectorizes them, and a float16 combine ran at 0.35 GB/s against
-// float32's 7 (tests/cpp/bench_combine.cc). The same bits: widening a half is exact, the
-// functor computes in float as Combine<Float16> does, and the hardware rounds to nearest even
-// as toHalf does; only a NaN's payload may differ (toHalf makes every NaN 0x7e00 with its
+// float16 in the AVX2 build: eight elements at a time widened by the CPU's own conversion (F16C, on
+// every CPU with AVX2), combined as float32 by the same functor, and rounded back to nearest even
+// by the CPU. Why: the portable conversions (half_bits.h) branch on the exponent, so no compiler
+// vectorizes them, and a float16 combine ran some twenty times slower than float32's
+// (docs/notes/code_comment_figures.md, "Reduction builds"). The same bits: widening a half is
+// exact, the functor computes in float as Combine<Float16> does, and the hardware rounds to nearest
+// even as toHalf does; only a NaN's payload may differ (toHalf makes every NaN 0x7e00 with its
 // sign, the CPU keeps the top of the payload), and a NaN stays a NaN.
 __attribute__((target("avx2,f16c"))) inline __m256 widenHalfx8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -59,12 +60,12 @@ __attribute__((target("avx2,f16c"))) inline void narrowHalfx8(__m256 f, uint16_t
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
 }
 
-// bfloat16 in the AVX2 build, eight lanes at a time as float16's, with toFloat's and
-// toBFloat16's bit operations written for eight lanes (no CPU before AVX-512 BF16 converts
-// bfloat16, and that one flushes subnormals, which toBFloat16 rounds). Why by hand: the
-// compiler's own vectorization of the portable loop ran at 6-7 GB/s in cache against
-// float32's 30-60. The same bits: widening is the same shift, and the narrowing below is
-// toBFloat16's, NaN rule included.
+// bfloat16 in the AVX2 build, eight lanes at a time as float16's, with toFloat's and toBFloat16's
+// bit operations written for eight lanes (no CPU before AVX-512 BF16 converts bfloat16, and that
+// one flushes subnormals, which toBFloat16 rounds). Why by hand: the compiler's own vectorization
+// of the portable loop ran several times slower than float32's in cache
+// (docs/notes/code_comment_figures.md). The same bits: widening is the same shift, and the
+// narrowing below is toBFloat16's, NaN rule included.
 __attribute__((target("avx2"))) inline __m256 widenBf16x8(const uint16_t* p) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));

@@ -9,7 +9,7 @@
 // two levels add a reduce-scatter and an all-gather inside each host that do not overlap the
 // network, and save the flat ring's 2(n-1)-hop chain. So two levels win while the chain
 // dominates, and while H < beta_shm / beta_net for very large messages; past that the flat
-// ring is ahead (with 10 GbE against 10 GB/s of shared memory, from about 8 hosts at 64 MiB).
+// ring is ahead (python -m torch_ring_backend.bench.model prints where).
 //
 // The prices (n ranks, H hosts of L, message S; a step costs alpha + bytes / beta):
 //   flat ring, hops = 2(n-1) (all_reduce) or n-1 (all_gather, reduce_scatter) of S/n:

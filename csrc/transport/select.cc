@@ -21,8 +21,7 @@ namespace {
 
 // Default slot size when every link of the group is TCP. Each frame costs a few system calls
 // and thread wake-ups whatever its size, and TCP copies through socket buffers anyway, so the
-// L2-sized shared-memory default buys nothing here: 4 ranks over TCP on 2 cores went from about
-// 0.65 to 0.84 GB/s busbw at 4-64 MiB with 1 MiB slots (docs/multihost.md).
+// L2-sized shared-memory default buys nothing here, and 1 MiB slots moved more (docs/multihost.md).
 constexpr int64_t kTcpSlotBytes = 1024 * 1024;
 
 // True when no link of the group is shared memory. Decided from every rank's host identity

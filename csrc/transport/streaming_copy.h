@@ -2,18 +2,16 @@
 // non-temporal stores: the stores go to memory through the write-combining buffers instead of
 // first taking each destination line into this core's cache.
 //
-// Why: the destination lines were read by the peer when it last took a message from the same
-// place, so each of them sits in the peer's cache, and a cached store must fetch it back and
-// invalidate the peer's copy, a trip between the cores per 64 bytes, before writing. A
-// non-temporal store writes whole lines without that fetch; the peer then reads them from
-// memory, in order, which its prefetcher streams. Measured on the 2-core EPYC VM while its cores
-// shared no cache (the mailbox post of a 4 KiB message: 710 -> 265 ns; all_reduce at 64 KiB
-// 27.6 -> 19.1 us, at 1 MiB 280 -> 135 us: docs/notes/benchmarks_deepspeed.md, "Streaming stores").
-// Where the cores share a cache the cached copy wins (a Zen 5 EPYC with a shared L3: 1.7-2.7x
-// from 512 KiB, docs/notes/benchmarks_by_machine.md), so whether a call streams starts from the
-// machine's cache layout and is then the group's measured choice (executor/copy_choice.h);
-// below about 4 KiB the cached copy was as fast or faster (the write-combining flush has a
-// fixed cost), so smaller copies never stream.
+// Why: the destination lines were read by the peer when it last took a message from the same place,
+// so each of them sits in the peer's cache, and a cached store must fetch it back and invalidate
+// the peer's copy, a trip between the cores per 64 bytes, before writing. A non-temporal store
+// writes whole lines without that fetch; the peer then reads them from memory, in order, which its
+// prefetcher streams: where the cores shared no cache it cut posts and 1 MiB calls by half.
+// Where the cores share a cache the cached copy wins from a few hundred KiB (both:
+// docs/notes/code_comment_figures.md, "Streaming stores"), so whether a call streams starts from
+// the machine's cache layout and is then the group's measured choice (executor/copy_choice.h);
+// below about 4 KiB the cached copy was as fast or faster (the write-combining flush has a fixed
+// cost), so smaller copies never stream.
 //
 // Ordering: non-temporal stores are weakly ordered on x86 (a later ordinary store, the
 // message's release flag, may become visible before them), so the copy ends with an SFENCE:

@@ -257,10 +257,11 @@ MUTANTS = [
            why="the group stays held while a Work completes: the call its waiter issues next goes "
                "to the worker, and one late call keeps every later one there"),
     Mutant("barrier_always_on_the_worker", "csrc/backend/ring_backend.cc",
-           "std::move(call), nullptr, /*callerMayRun=*/true);\n}\n\n}  // namespace ring",
-           "std::move(call), nullptr, /*callerMayRun=*/false);\n}\n\n}  // namespace ring", "py",
+           "std::move(call), nullptr, /*callerMayRun=*/true);",
+           "std::move(call), nullptr, /*callerMayRun=*/false);", "py",
            "tests/python/test_caller_thread.py -x -q -k barrier_every_peer", timeout=300,
-           why="every barrier goes to the worker: two thread hand-offs per barrier"),
+           why="every host call, a barrier included, goes to the worker: two thread hand-offs "
+               "per barrier"),
     Mutant("waiter_never_runs_its_task", "csrc/backend/work_queue.cc",
            "    if (holder_ != Holder::Nobody || queue_.empty() ||\n",
            "    if (true) return;\n    if (holder_ != Holder::Nobody || queue_.empty() ||\n", "py",
@@ -432,7 +433,7 @@ MUTANTS = [
            "radices, folded = [2] * int(math.log2(power)), False", "py",
            "tests/python/test_scale_model.py -x -q", timeout=120,
            why="recursive doubling over 6 hosts priced as over 4: the plan choice favours it"),
-    Mutant("all_gather_coalesced_transposed", "csrc/backend/ring_backend.cc",
+    Mutant("all_gather_coalesced_transposed", "csrc/backend/ring_backend_lists.cc",
            "out[r * n + i].view({-1})", "out[i * size_ + r].view({-1})", "py",
            "tests/python/test_gather_scatter_collectives.py -x -q -k coalesced",
            why="the all_gather_coalesced output lists the wrong way round"),

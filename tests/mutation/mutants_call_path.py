@@ -91,7 +91,7 @@ CALL_PATH_MUTANTS = [
            "      scatter(input, output, a.count, a.dtype, a.root, planned);", "cpp",
            "PreparedCall.*",
            why="the one dispatch of a prepared call runs a gather as the scatter of its buffers"),
-    Mutant("gather_single_to_rank_zero", "csrc/backend/ring_backend.cc",
+    Mutant("gather_single_to_rank_zero", "csrc/backend/ring_backend_lists.cc",
            "CollectiveArgs::gather(input.numel(), d, root)});",
            "CollectiveArgs::gather(input.numel(), d, 0)});", "py",
            "tests/python/test_collectives.py -x -q -k gather_to_every_root", timeout=600,
@@ -203,7 +203,7 @@ CALL_PATH_MUTANTS = [
                "reconfigure that failed"),
     # torch's _time_estimator (backend/ring_backend_estimate.cc).
     Mutant("estimated_call_runs_anyway", "csrc/backend/ring_backend.cc",
-           "  if (estimating_.load(std::memory_order_relaxed)) return estimated(call);\n", "",
+           "  if (estimating_.load(std::memory_order_relaxed)) return {Route::Priced};\n", "",
            "py", "tests/python/test_time_estimate.py -x -q",
            why="a call inside the estimator moves data (and is recorded) instead of being priced"),
     Mutant("estimate_in_seconds", "csrc/backend/ring_backend_estimate.cc",
@@ -219,8 +219,8 @@ CALL_PATH_MUTANTS = [
            why="a barrier inside torch's time estimator runs (and is recorded) instead of "
                "being priced, as it did before it went through run()"),
     Mutant("barrier_held_in_a_block", "csrc/backend/ring_backend.cc",
-           "    if (coalescer_.active() && call.type != c10d::OpType::BARRIER) {",
-           "    if (coalescer_.active()) {", "py",
+           "    const bool held = coalescer_.active() && type != c10d::OpType::BARRIER;",
+           "    const bool held = coalescer_.active();", "py",
            "tests/python/test_backend_api.py -x -q -k coalesc",
            why="a barrier inside a coalescing block is held for the block's end: its wait "
                "returns at once and it holds no rank back"),

@@ -96,10 +96,16 @@ CUDA_MUTANTS = [
                "rank, instead of a refusal at once"),
     # The order of a group's CUDA calls (backend/ring_backend.cc, ring_backend_cuda.cc).
     Mutant("cuda_staged_copies_off_the_group_stream", "csrc/backend/ring_backend.cc",
-           "      orderStream(device), call.inputs, call.outputs);",
-           "      p2pStream(device), call.inputs, call.outputs);", "emu",
+           "      rank_, orderStream(device), call.inputs, call.outputs);",
+           "      rank_, p2pStream(device), call.inputs, call.outputs);", "emu",
            f"{_EMU} earlier_kernels_result",
            why="a staged call copies its input before an earlier kernel of the group wrote it"),
+    # route() makes the CUDA checks once, for the kernel and the staged paths alike.
+    Mutant("cuda_route_skips_the_cuda_checks", "csrc/backend/ring_backend.cc",
+           "  beforeCudaCollective(s, cudaTensor->device(), effectiveTimeout(timeout));\n", "",
+           "emu", f"{_EMU} earlier_staged",
+           why="no CUDA call waits for an earlier staged call's copies back: a later call "
+               "reads its output before the copy landed"),
     Mutant("cuda_later_calls_not_after_staged", "csrc/backend/ring_backend_cuda.cc",
            "  if (earlier.empty()) return;", "  return;", "emu", f"{_EMU} earlier_staged",
            why="a call reads an earlier staged call's output before its copy back landed"),
