@@ -150,7 +150,8 @@ class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
     std::optional<PreparedCall> prepared;
     // Set while a profiler records on the issuing thread: the body runs inside its events.
     std::shared_ptr<const CommProfile> profile;
-    // Whether the caller's thread may run it (a host call on CPU tensors: RingBackend::run);
+    // Whether the caller's thread may run it (a host call on CPU tensors, barrier included:
+    // RingBackend::dispatch's Host route);
     // the runner decides whether it does (push). `bytes`: the larger of its inputs and outputs.
     bool callerMayRun = false;
     int64_t bytes = 0;

@@ -3,10 +3,12 @@
 //
 // Why one table: the knobs are read in several layers (common/env.cc, the CUDA links' geometry,
 // the job secret, the dump signal, the dump's path), and a knob whose default or range lived
-// only at its read site drifted from README's table. Every knob is read through the table
-// (readKnob, knobText, knobTextOrDefault: each asserts the name is in it), and
-// tests/python/test_knob_table.py holds README's table, every TORCH_* name in csrc/ and the
-// package, and every getenv of one, against it.
+// only at its read site drifted from README's table. The knobs are read through the table
+// (readKnob, knobText, knobTextOrDefault: each asserts the name is in it) or by env.cc's
+// readers, which take their defaults from it. tests/python/test_knob_table.py holds README's
+// table and every TORCH_RING_* name in csrc/ and setup.py against it, and fails a getenv of a
+// table knob or of any TORCH_* name outside knob_table.cc and env.cc, and a read of a table knob
+// or of any TORCH_RING_* name through os.environ in the package.
 #pragma once
 
 #include <cstdint>

@@ -11,7 +11,7 @@ namespace {
 // Hosts of unequal size, rounds or the direct round between hosts: through one rank per host
 // (its lowest, the leader). Why not the segments: a host of fewer ranks owns more segments
 // and takes them one after another, so a plan made for one network latency paid one per
-// segment, and on hosts of 3, 1 and 2 ranks was no faster than the flat ring (docs/scale.md).
+// segment, and on hosts of 3, 1 and 2 ranks took about the flat ring's time (docs/scale.md).
 // Through the leaders the network is crossed once per round, by one
 // message per host of the whole buffer, which these plans' byte budgets allow (plan_choice.h).
 void leadersAllReduce(Transport& t, const HostLayout& layout, char* data, int64_t count,

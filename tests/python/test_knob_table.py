@@ -84,8 +84,10 @@ _READERS = {"csrc/common/knob_table.cc", "csrc/common/env.cc"}
 
 def test_no_knob_of_the_table_is_read_around_it():
     """A knob read with getenv (C++) or os.environ (the package) outside the table's readers
-    bypasses its default and its check: every such read of a table knob fails here. Reads of
-    variables that are not ours (RANK, CUDA_MODULE_LOADING, MASTER_ADDR) are allowed."""
+    bypasses its default and its check: every such read of a table knob fails here, and so
+    does a C++ getenv of any TORCH_* name (a new knob read before it is in the table) or a
+    package read of any TORCH_RING_* name. Reads of variables that are not ours (RANK,
+    CUDA_MODULE_LOADING, MASTER_ADDR) are allowed."""
     table = {k["name"] for k in _C.knob_table()}
     around = []
     sources = [p for p in (ROOT / "csrc").rglob("*") if p.suffix in (".cc", ".h", ".cu", ".cuh")]
@@ -94,14 +96,14 @@ def test_no_knob_of_the_table_is_read_around_it():
         if rel in _READERS:
             continue
         for name in re.findall(r'getenv\(\s*"([A-Z0-9_]+)"', path.read_text()):
-            if name in table:
+            if name in table or name.startswith("TORCH_"):
                 around.append(f"{rel}: getenv(\"{name}\")")
     for path in (ROOT / "torch_ring_backend").rglob("*.py"):
         text = path.read_text()
-        reads = re.findall(r'os\.environ(?:\.get\(|\[|\.setdefault\()\s*"([A-Z0-9_]+)"', text)
-        reads += re.findall(r'os\.getenv\(\s*"([A-Z0-9_]+)"', text)
+        reads = re.findall(r'os\.environ(?:\.get\(|\[|\.setdefault\()\s*["\']([A-Z0-9_]+)["\']', text)
+        reads += re.findall(r'os\.getenv\(\s*["\']([A-Z0-9_]+)["\']', text)
         for name in reads:
-            if name in table:
+            if name in table or name.startswith("TORCH_RING_"):
                 around.append(f"{path.relative_to(ROOT).as_posix()}: os.environ \"{name}\"")
     assert sources, "no source found: the search is broken"
     assert around == [], "read around csrc/common/knob_table.cc: " + "; ".join(around)
