@@ -435,6 +435,10 @@ def scenario_use_after_destroy():
     # Through the backend object itself: dist.all_reduce would stop at torch's own "not
     # initialized" check and never reach the backend.
     rank, world = init()
+    # Every rank past its set-up before any leaves: rank 0 hosts the store, and a rank still
+    # reading its last set-up keys when rank 0 has exited fails in init_process_group, not in
+    # the call under test (seen once in CI: rank 1 in chooseCopyStart's store read).
+    dist.barrier()
     backend = dist.group.WORLD._get_backend(torch.device("cpu"))
     dist.destroy_process_group()
     err, msg, took = run_and_capture(
