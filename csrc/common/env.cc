@@ -134,6 +134,7 @@ EnvKnobs readEnvKnobs() {
   k.inlineBytes = readKnob("TORCH_RING_INLINE_BYTES");
   k.directBytes = readKnob("TORCH_RING_DIRECT_BYTES");
   k.mailboxBytes = readKnob("TORCH_RING_LL_BYTES");
+  k.singleCopyBytes = readKnob("TORCH_RING_SINGLE_COPY_BYTES");
   k.algo = readAlgo();
   k.rdBytes = readKnob("TORCH_RING_RD_BYTES");
   k.shmLink = readString("TORCH_RING_SHM_LINK");

@@ -43,6 +43,13 @@ struct EnvKnobs {
   // through each rank's mailbox, flagged cache line by cache line (transport/link.h, Mailbox),
   // instead of through the FIFOs. Every rank must set the same value (checked at set-up).
   int64_t mailboxBytes;
+  // TORCH_RING_SINGLE_COPY_BYTES (default 0: never): a ring message of at least this many
+  // bytes to a peer on this host whose data stays as it is until the call ends goes lent: the
+  // peer reads it straight from this rank's buffer (process_vm_readv) instead of from a slot
+  // this rank copied it into (transport/link.h, SendLink::lendsFrom). Where a peer may not read
+  // this process's memory (ptrace rules, a seccomp profile), set-up finds that and its messages
+  // go through slots, said in the set-up log.
+  int64_t singleCopyBytes;
   // TORCH_RING_ALGO = auto | ring | hier_ring | hier_rd | hier_radix | hier_direct, any case
   // (default auto): the plan of an all_reduce in a group that spans hosts
   // (executor/plan_choice.h). ring: the flat ring over every rank; hier_*: two levels

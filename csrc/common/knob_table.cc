@@ -50,6 +50,9 @@ const std::vector<KnobInfo>& knobTable() {
       integer("TORCH_RING_INLINE_BYTES", "4194304", S::PerRank, 4 * 1024 * 1024, 0, kTiB),
       integer("TORCH_RING_DIRECT_BYTES", "65536", S::EveryRankAlike, 64 * 1024, 0, kTiB),
       integer("TORCH_RING_LL_BYTES", "65536", S::EveryRankAlike, 64 * 1024, 0, 16 * 1024 * 1024),
+      // 0 (the default): never. Per rank: a receiver reads lent messages only if its own value
+      // is not 0. Off by default: measured slower (docs/notes/single_copy.md).
+      integer("TORCH_RING_SINGLE_COPY_BYTES", "0", S::PerRank, 0, 0, kTiB),
       words("TORCH_RING_ALGO", "auto", S::EveryRankAlike),
       integer("TORCH_RING_RD_BYTES", "262144", S::EveryRankAlike, 256 * 1024, 0, kTiB),
       words("TORCH_RING_SHM_LINK", "2e-6,10e9", S::EveryRankAlike),

@@ -32,6 +32,7 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
   g.slotBytes = opts.slotBytes > 0 ? opts.slotBytes : env().slotBytes;
   g.slots = opts.slots > 0 ? opts.slots : env().slots;
   g.mailboxBytes = opts.mailboxBytes >= 0 ? opts.mailboxBytes : env().mailboxBytes;
+  g.singleCopyBytes = opts.singleCopyBytes >= 0 ? opts.singleCopyBytes : env().singleCopyBytes;
   // A step that receives and sends holds its received slot until its own message is out, so
   // one slot per FIFO deadlocks a ring (tests/cpp/test_plans.cc shows it); two always suffice.
   RING_USAGE_CHECK(g.slots >= 2, "ring: a FIFO needs at least 2 slots, got ", g.slots);

@@ -48,6 +48,9 @@ struct CommOptions {
   // Largest message of a mailbox round (transport/link.h, Mailbox); -1: TORCH_RING_LL_BYTES,
   // 0: never.
   int64_t mailboxBytes = -1;
+  // Smallest ring message lent to a peer on this host (transport/link.h, SendLink::lendsFrom);
+  // -1: TORCH_RING_SINGLE_COPY_BYTES, 0: never.
+  int64_t singleCopyBytes = -1;
   // The collectives' plans between hosts (executor/plan_choice.h); empty: TORCH_RING_ALGO.
   std::string algo;
   // auto's recursive-doubling limit in bytes; -1: TORCH_RING_RD_BYTES.

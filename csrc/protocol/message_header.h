@@ -80,7 +80,11 @@ struct MessageHeader {
   int64_t step;            // index of this message within the collective on this link
   int64_t payloadBytes;    // bytes following the header in this slot
   Fingerprint fingerprint;
-  uint8_t pad[64 - 24 - sizeof(Fingerprint) - 1];
+  uint8_t pad[64 - 24 - sizeof(Fingerprint) - 2];
+  // 1: a lent message (transport/link.h, SendLink::lendsFrom): the payload is the address of the
+  // data in the sender's memory, which the receiver reads itself; payloadBytes is the data's
+  // size. CPU ring steps only; 0 elsewhere.
+  uint8_t lent;
   // CUDA ring kernels only (0 elsewhere): how many bytes past its slot's start the payload
   // begins, 0..15, chosen by the sender from its data's address (ring_kernels.cuh). After the
   // padding because the CPU mailbox carries a header only up to `pad` (shm_mailbox.cc).

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/errors.h"
 #include "protocol/message_header.h"
 #include "transport/wait.h"
 
@@ -56,6 +57,18 @@ class SendLink {
   // (transport/streaming_copy.h): where the receiver reads the slots themselves from another
   // core (shared memory) and the group's transport streams (Transport::setStreamCopies).
   virtual bool streamsCopies() const { return false; }
+
+  // Single-copy messages: the smallest message (bytes) that this link lends instead of copying,
+  // or -1 where it never does. A lent message carries only where its data lies in the sender's
+  // memory; the receiver copies the data from there itself (RecvLink::readLent), and releases
+  // the slot once it has. So the data is copied once instead of twice (into a slot, out of it),
+  // as Open MPI's shared-memory transport does with its large messages (smsc/cma).
+  // The sender must leave lent data unchanged until the receiver has released it: see
+  // waitAllReleased. Where the receiver cannot read this process's memory, -1.
+  virtual int64_t lendsFrom() const { return -1; }
+  // Waits (bounded by ctx) until the receiver has released every message published on this
+  // link: after it, nothing this side lent is read any more.
+  virtual void waitAllReleased(const WaitContext& ctx) { (void)ctx; }
 };
 
 class RecvLink {
@@ -68,6 +81,9 @@ class RecvLink {
   virtual bool tryReceive(InSlot* slot) = 0;
   // Hands the slot received last back to the sender.
   virtual void release() = 0;
+  // Copies the data of a lent message (SendLink::lendsFrom): `bytes` from `address` in the
+  // sender's memory into `dst`. Throws CommError naming the peer where the read fails.
+  virtual void readLent(uint64_t address, void* dst, int64_t bytes, const WaitContext& ctx);
 };
 
 // One round of small messages among ranks that all share memory: every rank posts one message
@@ -108,6 +124,16 @@ class Mailbox {
   // what this rank waits for, and waits in that round for a post that does not come.
   virtual void checkPeerNotAhead(int peer, const Fingerprint& fp) const = 0;
 };
+
+// A link that lends nothing (TCP, a peer that cannot be read) is never lent anything either.
+inline void RecvLink::readLent(uint64_t address, void* dst, int64_t bytes,
+                               const WaitContext& ctx) {
+  (void)address;
+  (void)dst;
+  throw CommError(strCat("ring: rank ", peer(), " lent a message of ", bytes,
+                         " bytes on a link that cannot read its memory; in ",
+                         ctx.describe ? ctx.describe() : std::string("a collective")));
+}
 
 class Transport {
  public:

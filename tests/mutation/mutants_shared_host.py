@@ -63,4 +63,25 @@ SHARED_HOST_MUTANTS = [
            "tests/python/test_numa_bind.py -x -q -k two_ranks", timeout=300,
            why="TORCH_RING_CPU_BIND=numa binds the threads but leaves every inbox where the "
                "kernel puts it"),
+    # Single-copy messages (executor/cpu_executor.cc, transport/stamped_link.h, shm_transport.cc).
+    Mutant("single_copy_sender_returns_before_its_reader", "csrc/executor/cpu_executor.cc",
+           "  if (next != nullptr) next->waitLentRead(ctx);", "", "cpp", "SingleCopy*",
+           why="a ring step's sender returns while its receiver still reads what it lent: the "
+               "caller's next write to its buffer reaches the peer"),
+    Mutant("single_copy_lends_what_a_reduction_reads", "csrc/executor/cpu_executor.cc",
+           "  const bool sendsAreFinal = io.combine == nullptr;",
+           "  const bool sendsAreFinal = true;", "cpp", "SingleCopy*",
+           why="an all_reduce's first step lends data its receiver must sum, not copy"),
+    Mutant("single_copy_never_taken", "csrc/transport/stamped_link.h",
+           "  bool lends(int64_t bytes) const { return lendsFrom_ >= 0 && bytes >= lendsFrom_; }",
+           "  bool lends(int64_t bytes) const { return false && bytes >= lendsFrom_; }",
+           "cpp", "SingleCopy*",
+           why="TORCH_RING_SINGLE_COPY_BYTES is set and logged, and every message still goes "
+               "through the slots"),
+    Mutant("single_copy_probe_ignored", "csrc/transport/shm/shm_transport.cc",
+           "    const uint32_t reads = probeRefused_[static_cast<size_t>(i)].empty() ? 1 : 0;",
+           "    const uint32_t reads = 1;", "py",
+           "tests/python/test_single_copy.py -x -q -k forbids", timeout=300,
+           why="a rank whose seccomp profile forbids process_vm_readv is lent messages it "
+               "cannot read: every call fails"),
 ]

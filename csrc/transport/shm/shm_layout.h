@@ -11,8 +11,9 @@
 namespace ring {
 
 constexpr uint64_t kSegmentMagic = 0x746f7263685f7267ull;  // "torch_rg"
-constexpr uint32_t kLayoutVersion = 7;  // 3: SegmentHeader::issued; 4: issue times; 5: mailboxes;
-                                        // 6: heartbeat; 7: no FIFO from the owner to itself
+constexpr uint32_t kLayoutVersion = 8;  // 3: SegmentHeader::issued; 4: issue times; 5: mailboxes;
+                                        // 6: heartbeat; 7: no FIFO from the owner to itself;
+                                        // 8: single-copy messages (probeAddress, readsSender)
 // How many of the owner's latest collectives keep their issue time (SegmentHeader::issueTimes).
 constexpr int kIssueHistory = 64;
 constexpr size_t kReasonBytes = 1024;
@@ -46,6 +47,9 @@ struct SegmentHeader {
   // The owner's start time (field 22 of /proc/<pid>/stat): with the pid it identifies the
   // process even after its pid is reused.
   uint64_t ownerStartTime;
+  // Where the owner's kPeerProbeValue lies in its own address space (peer_memory.h): the word a
+  // peer reads at set-up to learn whether it may read the owner's memory.
+  uint64_t probeAddress;
   GroupControl control;
   // Collectives the owner has issued on the group (Transport::announceIssued). Only a hint for
   // where to run the next one, never a guard on data: release/acquire keeps it monotonic as
@@ -74,6 +78,10 @@ struct FifoControl {
   alignas(64) std::atomic<uint64_t> consumed;   // messages handed back by the receiver
   alignas(64) std::atomic<uint32_t> receiverSleepers;  // receivers asleep on `published`
   std::atomic<uint32_t> senderSleepers;                // senders asleep on `consumed`
+  // 1: the receiver reads the sender's memory itself (peer_memory.h), so the sender may lend
+  // it a message instead of copying it into a slot. Written by the receiver at set-up, before
+  // it says it has mapped every inbox; read by the sender after every rank has said so.
+  std::atomic<uint32_t> readsSender;
 };
 
 // The head of one mailbox buffer (transport/link.h, Mailbox; shm/shm_mailbox.h): seven words of
@@ -101,6 +109,10 @@ struct ShmGeometry {
   int slots;
   // Largest message of a mailbox round (TORCH_RING_LL_BYTES); 0: no mailbox.
   int64_t mailboxBytes = 0;
+  // Smallest ring message lent instead of copied (TORCH_RING_SINGLE_COPY_BYTES;
+  // transport/link.h, SendLink::lendsFrom); 0: none, and this rank reads no peer's memory.
+  // Not part of the layout: each side of a link keeps its own.
+  int64_t singleCopyBytes = 0;
 
   static constexpr size_t kHeaderBytes = 4096;
   size_t slotStride() const { return sizeof(MessageHeader) + static_cast<size_t>(slotBytes); }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "common/errors.h"
 #include "common/logging.h"
 #include "transport/shm/heartbeat.h"
+#include "transport/shm/peer_memory.h"
 
 namespace ring {
 
@@ -46,6 +48,12 @@ bool ShmSendLink::tryAcquire(OutSlot* slot) {
   return true;
 }
 
+void ShmSendLink::waitAllReleased(const WaitContext& ctx) {
+  waitUntil(fifo_->consumed, sent_, fifo_->senderSleepers, peer_,
+            "to finish reading the messages lent to it, up to message",
+            static_cast<int64_t>(sent_) - 1, ctx);
+}
+
 void ShmSendLink::publish() {
   ++sent_;
   // Release (inside publishCounter): header and payload stores happen-before the receiver's
@@ -75,6 +83,34 @@ void ShmRecvLink::release() {
   ++received_;
   // Release: all reads of the slot complete before the sender may overwrite it.
   publishCounter(fifo_->consumed, received_, fifo_->senderSleepers);
+}
+
+void ShmRecvLink::readLent(uint64_t address, void* dst, int64_t bytes, const WaitContext& ctx) {
+  const int err = readPeerMemory(senderPid_, address, dst, bytes);
+  if (err != 0) {
+    // A read refused after set-up (the sender made itself undumpable, a seccomp filter set on
+    // this thread since) fails the call: the message's data is nowhere else.
+    throw CommError(strCat("ring: rank ", owner_->rank(), " could not read the ", bytes,
+                           " bytes that rank ", peer_, " (pid ", senderPid_, ") lent it (message ",
+                           received_, ", at 0x", std::hex, address, std::dec,
+                           "): process_vm_readv: ", std::strerror(err),
+                           err == ESRCH ? " (its process has exited)" : "", "; in ",
+                           ctx.describe ? ctx.describe() : std::string("a collective")));
+  }
+  ++lentRead_;
+  // The sender keeps lent data unchanged until the slot comes back, unless its call failed: then
+  // it marked the group broken before its caller could touch the data again
+  // (executor/cpu_executor.cc, runRingOver), and a read that overlapped that must not count. So
+  // the group's state is looked at after the read: the acquire fence keeps the look from moving
+  // before the read's loads; a state of 1 (a rank is writing its reason) counts as broken.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (owner_->breaking()) {
+    owner_->checkHealth(peer_);  // broken or aborted: its reason
+    throw CommError(strCat("ring: rank ", owner_->rank(), ": the group broke while it read what "
+                           "rank ", peer_, " lent it; in ",
+                           ctx.describe ? ctx.describe() : std::string("a collective")));
+  }
+  owner_->checkHealth(peer_);
 }
 
 // ---- transport -------------------------------------------------------------------------------
@@ -175,6 +211,7 @@ ShmTransport::ShmTransport(Store& store, int rank, int nranks, std::vector<int> 
     readProcStat(getpid(), &state, &start);
     own->ownerStartTime = start;
   }
+  own->probeAddress = peerProbeAddress();
   own->slotBytes = geometry_.slotBytes;
   own->slots = geometry_.slots;
   own->mailboxBytes = geometry_.mailboxBytes;
@@ -223,6 +260,7 @@ ShmTransport::ShmTransport(Store& store, int rank, int nranks, std::vector<int> 
                              "settings"));
     }
   }
+  probePeers();
   // Only once every rank has mapped every inbox may the names go: from then on the memory
   // lives exactly as long as the last mapping, and /dev/shm holds nothing of this group.
   store.set(mappedKey(rank), "1");
@@ -241,12 +279,20 @@ ShmTransport::ShmTransport(Store& store, int rank, int nranks, std::vector<int> 
       // through the FIFO (ch, peer) in mine; FIFOs are indexed by local position.
       char* out = static_cast<char*>(segments_[i].data()) + geometry_.fifoOffset(ch, me, i);
       char* in = static_cast<char*>(segments_[me].data()) + geometry_.fifoOffset(ch, i, me);
+      auto* outFifo = reinterpret_cast<FifoControl*>(out);
+      // The peer's answer (probePeers), written before it said it had mapped every inbox.
+      const bool readsMe = outFifo->readsSender.load(std::memory_order_acquire) == 1;
+      // A lent message's slot holds its 8-byte address.
+      const bool lends = readsMe && geometry_.singleCopyBytes > 0 && geometry_.slotBytes >= 8;
       send_[ch * nranks + peer] = std::make_unique<ShmSendLink>(
-          this, reinterpret_cast<FifoControl*>(out), out + sizeof(FifoControl), geometry_, peer);
+          this, outFifo, out + sizeof(FifoControl), geometry_, peer,
+          lends ? geometry_.singleCopyBytes : -1);
       recv_[ch * nranks + peer] = std::make_unique<ShmRecvLink>(
-          this, reinterpret_cast<FifoControl*>(in), in + sizeof(FifoControl), geometry_, peer);
+          this, reinterpret_cast<FifoControl*>(in), in + sizeof(FifoControl), geometry_, peer,
+          header(i)->ownerPid);
     }
   }
+  reportSingleCopy();
   if (geometry_.mailboxBytes > 0 && onlySharedMemory()) {
     std::vector<char*> regions;
     for (int i = 0; i < nlocal; ++i) {
@@ -263,6 +309,61 @@ ShmTransport::ShmTransport(Store& store, int rank, int nranks, std::vector<int> 
   }
   // Only peers on this host read the heartbeat: a rank alone in its domain starts no thread.
   if (nlocal > 1) attachHeartbeat(&own->heartbeat);
+}
+
+// Why each receiver asks for itself: whether a process may read another's memory depends on
+// both (ptrace rules, seccomp profiles: peer_memory.h), so only the reader can tell, and it tells
+// the sender through the FIFO between them. A rank whose TORCH_RING_SINGLE_COPY_BYTES is 0
+// reads nobody's memory: its peers then copy everything they send it into slots.
+void ShmTransport::probePeers() {
+  const int me = localIndex_[rank_];
+  probeRefused_.assign(local_.size(), "");
+  for (int i = 0; i < static_cast<int>(local_.size()); ++i) {
+    if (i == me) continue;
+    const SegmentHeader* h = header(i);
+    probeRefused_[static_cast<size_t>(i)] =
+        geometry_.singleCopyBytes > 0 ? probePeerMemory(h->ownerPid, h->probeAddress) : "off";
+    const uint32_t reads = probeRefused_[static_cast<size_t>(i)].empty() ? 1 : 0;
+    for (int ch = 0; ch < kChannels; ++ch) {
+      char* in = static_cast<char*>(segments_[me].data()) + geometry_.fifoOffset(ch, i, me);
+      reinterpret_cast<FifoControl*>(in)->readsSender.store(reads, std::memory_order_release);
+    }
+  }
+}
+
+void ShmTransport::reportSingleCopy() {
+  if (local_.size() < 2) return;
+  if (geometry_.singleCopyBytes <= 0) {
+    singleCopyReport_ = "off (TORCH_RING_SINGLE_COPY_BYTES=0)";
+    RING_LOG(kLogInfo, "single-copy messages: ", singleCopyReport_);
+    return;
+  }
+  std::string lendsTo, refused;
+  bool probeFailed = false;  // this rank's own reads refused (a peer's setting is not a fault)
+  for (int i = 0; i < static_cast<int>(local_.size()); ++i) {
+    const int r = local_[static_cast<size_t>(i)];
+    if (r == rank_) continue;
+    if (send_[static_cast<size_t>(r)]->lendsFrom() > 0) {
+      lendsTo += strCat(lendsTo.empty() ? "" : ", ", r);
+    } else {
+      refused += strCat("; rank ", r, " does not read this rank's memory");
+    }
+    const std::string& why = probeRefused_[static_cast<size_t>(i)];
+    if (!why.empty()) {
+      refused += strCat("; this rank cannot read rank ", r, "'s: ", why);
+      probeFailed = true;
+    }
+  }
+  singleCopyReport_ =
+      lendsTo.empty()
+          ? strCat("off: every message goes through the slots", refused)
+          : strCat("messages of ", geometry_.singleCopyBytes, " bytes or more lent to rank(s) ",
+                   lendsTo, " (read with process_vm_readv)", refused);
+  // A refused read is worth a warning once per process (every group of a job in a container
+  // without CAP_SYS_PTRACE meets the same one); the rest is set-up detail.
+  static std::atomic<bool> warned{false};
+  const bool warn = probeFailed && !warned.exchange(true);
+  RING_LOG(warn ? kLogWarn : kLogInfo, "single-copy messages: ", singleCopyReport_);
 }
 
 ShmTransport::~ShmTransport() {
@@ -299,6 +400,10 @@ void ShmTransport::markBroken(const std::string& reason) {
     // release: the reason bytes are visible to whoever observes state 2.
     c.brokenState.store(2, std::memory_order_release);
   }
+  // Why a full fence: the failing rank's caller gets its buffers back after this, and may write
+  // them while a peer still reads what it lent from them; the peer looks at the state after its
+  // read (ShmRecvLink::readLent). The fence keeps those writes after the state's store.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 void ShmTransport::abortLocal(const std::string& reason) {

@@ -22,8 +22,12 @@ class ShmTransport;
 
 class ShmSendLink : public SendLink {
  public:
-  ShmSendLink(ShmTransport* owner, FifoControl* fifo, char* slots, const ShmGeometry& g, int peer)
-      : owner_(owner), fifo_(fifo), slots_(slots), geometry_(g), peer_(peer) {}
+  // lendsFrom: SendLink::lendsFrom, decided at set-up (the receiver's probe and this rank's
+  // TORCH_RING_SINGLE_COPY_BYTES).
+  ShmSendLink(ShmTransport* owner, FifoControl* fifo, char* slots, const ShmGeometry& g, int peer,
+              int64_t lendsFrom)
+      : owner_(owner), fifo_(fifo), slots_(slots), geometry_(g), peer_(peer),
+        lendsFrom_(lendsFrom) {}
   int peer() const override { return peer_; }
   int64_t capacity() const override { return geometry_.slotBytes; }
   OutSlot acquire(const WaitContext& ctx) override;
@@ -31,6 +35,8 @@ class ShmSendLink : public SendLink {
   void publish() override;
   uint64_t messagesSent() const override { return sent_; }
   bool streamsCopies() const override;
+  int64_t lendsFrom() const override { return lendsFrom_; }
+  void waitAllReleased(const WaitContext& ctx) override;
 
  private:
   OutSlot slotAt(uint64_t index) const;
@@ -39,17 +45,25 @@ class ShmSendLink : public SendLink {
   char* slots_;
   ShmGeometry geometry_;
   int peer_;
+  int64_t lendsFrom_;
   uint64_t sent_ = 0;  // messages this side has published (mirrors fifo_->published)
 };
 
 class ShmRecvLink : public RecvLink {
  public:
-  ShmRecvLink(ShmTransport* owner, FifoControl* fifo, char* slots, const ShmGeometry& g, int peer)
-      : owner_(owner), fifo_(fifo), slots_(slots), geometry_(g), peer_(peer) {}
+  // senderPid: the peer's process, whose memory readLent reads.
+  ShmRecvLink(ShmTransport* owner, FifoControl* fifo, char* slots, const ShmGeometry& g, int peer,
+              int senderPid)
+      : owner_(owner), fifo_(fifo), slots_(slots), geometry_(g), peer_(peer),
+        senderPid_(senderPid) {}
   int peer() const override { return peer_; }
   InSlot receive(const WaitContext& ctx) override;
   bool tryReceive(InSlot* slot) override;
   void release() override;
+  void readLent(uint64_t address, void* dst, int64_t bytes, const WaitContext& ctx) override;
+  // Lent messages this side has read so far (on the receiving thread): what a test asks to know
+  // that a call took the single-copy path.
+  uint64_t lentRead() const { return lentRead_; }
 
  private:
   InSlot slotAt(uint64_t index) const;
@@ -58,6 +72,8 @@ class ShmRecvLink : public RecvLink {
   char* slots_;
   ShmGeometry geometry_;
   int peer_;
+  int senderPid_;
+  uint64_t lentRead_ = 0;
   uint64_t received_ = 0;  // messages this side has released (mirrors fifo_->consumed)
 };
 
@@ -100,8 +116,23 @@ class ShmTransport : public Transport {
   void announceIssued(uint64_t count) override;
   bool allIssued(uint64_t count) const override;
   bool issueTimes(uint64_t seq, std::vector<int64_t>* ns) const override;
+  // What set-up found of single-copy messages, for the set-up log: "off
+  // (TORCH_RING_SINGLE_COPY_BYTES=0)", "from 65536 bytes to ranks 1, 2", or why a peer's
+  // memory could not be read.
+  const std::string& singleCopyReport() const { return singleCopyReport_; }
+  // Whether the group is broken, aborted, or being marked broken (a rank is writing its
+  // reason): what a lent read looks at after it (ShmRecvLink::readLent).
+  bool breaking() const {
+    return aborted_.load(std::memory_order_acquire) ||
+           control().brokenState.load(std::memory_order_acquire) != 0;
+  }
 
  private:
+  // Single-copy set-up, before this rank says it has mapped every inbox: reads each peer's
+  // probe word and writes the answer into the FIFOs that peer sends through (readsSender).
+  void probePeers();
+  // After every rank has: the report above (probeRefused_ and the peers' readsSender).
+  void reportSingleCopy();
   // Segments are indexed by position in local_ (the FIFO layout's sender index too).
   SegmentHeader* header(int localIndex) const {
     return static_cast<SegmentHeader*>(segments_[localIndex].data());
@@ -139,6 +170,8 @@ class ShmTransport : public Transport {
   std::mutex beatsMutex_;
   std::vector<PeerBeat> beats_;  // guarded by beatsMutex_
   uint64_t instance_;  // unique per transport in this process (see checkHealth)
+  std::vector<std::string> probeRefused_;  // [local index]: why this rank cannot read it
+  std::string singleCopyReport_;
 };
 
 }  // namespace ring
