@@ -22,6 +22,9 @@ python3 scripts/check_layers.py
 step "every file that README, docs/ and the sources name exists"
 python3 scripts/check_paths.py
 
+step "no comment in csrc/ states a measured figure (they live in docs/)"
+python3 scripts/check_comment_figures.py
+
 step "C++ unit tests (the CUDA kernels run on the host; where nvcc exists, the host side of the CUDA path)"
 BUILD_DIR=build/cpp-tests
 cmake -S . -B "$BUILD_DIR" -G Ninja -DRING_BUILD_EXTENSION=OFF -DRING_CUDA=AUTO \

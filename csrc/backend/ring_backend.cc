@@ -234,7 +234,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allreduce_coalesced(
 void RingBackend::allReduceConcatenation(const CallInfo& c, const Tensors& tensors,
                                          const AllReduceKey& k) {
   at::Tensor buffer = flatCat(tensors);
-  comm_->allReduce(buffer.data_ptr(), buffer.numel(), k.dtype, k.op, k.factor, c);
+  comm_->run(CollectiveArgs::allReduce(buffer.numel(), k.dtype, k.op, k.factor),
+             buffer.data_ptr(), buffer.data_ptr(), c);
   splitInto(buffer, tensors);
 }
 
@@ -307,7 +308,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::_reduce_scatter_base(
   if (overlaps(input, output)) {
     call.body = [this, d, op, factor](const CallInfo& c, const Tensors& in, const Tensors& out) {
       const at::Tensor src = in[0].clone();
-      comm_->reduceScatter(src.data_ptr(), out[0].data_ptr(), out[0].numel(), d, op, factor, c);
+      comm_->run(CollectiveArgs::reduceScatter(out[0].numel(), d, op, factor), src.data_ptr(),
+                 out[0].data_ptr(), c);
     };
   }
   return dispatch(s, r, std::move(call));
@@ -327,7 +329,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::barrier(const c10d::BarrierOptions& 
     call.collective = std::nullopt;
     call.body = [this](const CallInfo& c, const Tensors&, const Tensors&) {
       waitCudaWork();
-      comm_->barrier(c);
+      comm_->run(CollectiveArgs::barrier(), nullptr, nullptr, c);
     };
   }
   return run(s, std::move(call));

@@ -46,7 +46,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allgather(
                  opts.timeout,
                  [this, d](const CallInfo& c, const Tensors& in, const Tensors& out) {
                    at::Tensor flat = at::empty({size_ * in[0].numel()}, in[0].options());
-                   comm_->allGather(in[0].data_ptr(), flat.data_ptr(), in[0].numel(), d, c);
+                   comm_->run(CollectiveArgs::allGather(in[0].numel(), d), in[0].data_ptr(),
+                              flat.data_ptr(), c);
                    splitInto(flat, out);
                  },
                  std::nullopt, CollectiveArgs::allGather(inputs[0].numel(), d)});
@@ -87,7 +88,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allgather_coalesced(
                  [this, dtypes, n](const CallInfo& c, const Tensors& in, const Tensors& out) {
                    for (size_t i = 0; i < n; ++i) {
                      at::Tensor flat = at::empty({size_ * in[i].numel()}, in[i].options());
-                     comm_->allGather(in[i].data_ptr(), flat.data_ptr(), in[i].numel(), dtypes[i], c);
+                     comm_->run(CollectiveArgs::allGather(in[i].numel(), dtypes[i]), in[i].data_ptr(),
+                                flat.data_ptr(), c);
                      for (int r = 0; r < size_; ++r) {
                        out[r * n + i].view({-1}).copy_(flat.narrow(0, r * in[i].numel(), in[i].numel()));
                      }
@@ -105,7 +107,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::allgather_into_tensor_coalesced(
                  opts.timeout,
                  [this, dtypes](const CallInfo& c, const Tensors& in, const Tensors& out) {
                    for (size_t i = 0; i < in.size(); ++i) {
-                     comm_->allGather(in[i].data_ptr(), out[i].data_ptr(), in[i].numel(), dtypes[i], c);
+                     comm_->run(CollectiveArgs::allGather(in[i].numel(), dtypes[i]), in[i].data_ptr(),
+                                out[i].data_ptr(), c);
                    }
                  }});
 }
@@ -124,8 +127,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reduce_scatter(
                  outputs, opts.timeout,
                  [this, d, op, factor](const CallInfo& c, const Tensors& in, const Tensors& out) {
                    at::Tensor flat = flatCat(in);
-                   comm_->reduceScatter(flat.data_ptr(), out[0].data_ptr(), out[0].numel(), d, op,
-                                        factor, c);
+                   comm_->run(CollectiveArgs::reduceScatter(out[0].numel(), d, op, factor),
+                              flat.data_ptr(), out[0].data_ptr(), c);
                  },
                  std::nullopt, CollectiveArgs::reduceScatter(outputs[0].numel(), d, op, factor)});
 }
@@ -143,8 +146,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reduce_scatter_tensor_coalesced(
                  [this, dtypes, op, factor](const CallInfo& c, const Tensors& in, const Tensors& out) {
                    for (size_t i = 0; i < in.size(); ++i) {
                      const at::Tensor src = overlaps(in[i], out[i]) ? in[i].clone() : in[i];
-                     comm_->reduceScatter(src.data_ptr(), out[i].data_ptr(), out[i].numel(),
-                                          dtypes[i], op, factor, c);
+                     comm_->run(CollectiveArgs::reduceScatter(out[i].numel(), dtypes[i], op, factor),
+                                src.data_ptr(), out[i].data_ptr(), c);
                    }
                  }});
 }
@@ -161,8 +164,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::gather(std::vector<std::vector<at::T
                  [this, d, root](const CallInfo& c, const Tensors& in, const Tensors& out) {
                    at::Tensor flat;
                    if (rank_ == root) flat = at::empty({size_ * in[0].numel()}, in[0].options());
-                   comm_->gather(in[0].data_ptr(), flat.defined() ? flat.data_ptr() : nullptr,
-                                 in[0].numel(), d, root, c);
+                   comm_->run(CollectiveArgs::gather(in[0].numel(), d, root), in[0].data_ptr(),
+                              flat.defined() ? flat.data_ptr() : nullptr, c);
                    if (flat.defined()) splitInto(flat, out);
                  },
                  std::nullopt, CollectiveArgs::gather(inputs[0].numel(), d, root)});
@@ -202,8 +205,8 @@ c10::intrusive_ptr<c10d::Work> RingBackend::scatter(std::vector<at::Tensor>& out
                  [this, d, root](const CallInfo& c, const Tensors& in, const Tensors& out) {
                    at::Tensor flat;
                    if (!in.empty()) flat = flatCat(in);
-                   comm_->scatter(flat.defined() ? flat.data_ptr() : nullptr, out[0].data_ptr(),
-                                  out[0].numel(), d, root, c);
+                   comm_->run(CollectiveArgs::scatter(out[0].numel(), d, root),
+                              flat.defined() ? flat.data_ptr() : nullptr, out[0].data_ptr(), c);
                  },
                  std::nullopt, CollectiveArgs::scatter(outputs[0].numel(), d, root)});
 }

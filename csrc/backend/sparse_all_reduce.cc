@@ -64,7 +64,8 @@ void sparseAllReduce(Communicator& comm, const CallInfo& c, const at::Tensor& t,
   h[kNonzeros] = mine._nnz();
   for (int64_t i = 0; i < mine.dim(); ++i) h[kShape + i] = mine.size(i);
   at::Tensor headers = at::empty({n, kHeader}, at::kLong);
-  comm.allGather(header.data_ptr(), headers.data_ptr(), kHeader, DType::Int64, c);
+  comm.run(CollectiveArgs::allGather(kHeader, DType::Int64), header.data_ptr(), headers.data_ptr(),
+           c);
   const int64_t* all = headers.data_ptr<int64_t>();
   int64_t widest = 0;
   for (int r = 0; r < n; ++r) {
@@ -86,11 +87,13 @@ void sparseAllReduce(Communicator& comm, const CallInfo& c, const at::Tensor& t,
   at::Tensor vals = at::zeros(valueShape, mine._values().options());
   vals.narrow(0, 0, nnz).copy_(mine._values());
   at::Tensor allIndices = at::empty({n, sparseDims, widest}, at::kLong);
-  comm.allGather(indices.data_ptr(), allIndices.data_ptr(), indices.numel(), DType::Int64, c);
+  comm.run(CollectiveArgs::allGather(indices.numel(), DType::Int64), indices.data_ptr(),
+           allIndices.data_ptr(), c);
   std::vector<int64_t> gatheredShape = {n};
   gatheredShape.insert(gatheredShape.end(), valueShape.begin(), valueShape.end());
   at::Tensor allValues = at::empty(gatheredShape, vals.options());
-  comm.allGather(vals.data_ptr(), allValues.data_ptr(), vals.numel(), values, c);
+  comm.run(CollectiveArgs::allGather(vals.numel(), values), vals.data_ptr(), allValues.data_ptr(),
+           c);
 
   // Rank 0's part, then each next rank's added to it (uncoalesced parts are concatenated),
   // then one coalesce: gloo's order, so gloo's bits.

@@ -1,6 +1,8 @@
 // A group of ranks and the collectives it runs on host memory: the torch-free heart of the
-// backend. The backend layer turns tensors into pointers and counts and calls these on its
-// worker thread; C++ tests call them directly with threads as ranks.
+// backend. A call is data (CollectiveArgs): prepare plans it once, run runs it over a pair of
+// buffers. The backend layer turns tensors into pointers and counts and hands calls to it on
+// its runner (backend/work_queue.h); C++ tests do the same with threads as ranks
+// (tests/cpp/collective_calls.h).
 //
 // Every call takes the collective's sequence number (the same on every rank) and a timeout
 // that bounds every wait inside it. A communication failure (timeout, dead peer, mismatch)
@@ -81,40 +83,35 @@ class Communicator {
   int spinMicros() const { return spinMicros_; }
   Transport& transport() { return *transport_; }
 
-  // In place. PREMUL_SUM multiplies every contribution by `factor` first; AVG divides the sum
-  // by the group size (integers truncate toward zero).
-  void allReduce(void* data, int64_t count, DType t, RedOp op, double factor, const CallInfo& c);
-  // input: size * countPerRank elements; output: countPerRank. Input is not modified.
-  void reduceScatter(const void* input, void* output, int64_t countPerRank, DType t, RedOp op,
-                     double factor, const CallInfo& c);
-  // input: countPerRank elements (may alias block `rank` of output); output: size * that.
-  void allGather(const void* input, void* output, int64_t countPerRank, DType t,
-                 const CallInfo& c);
-  void broadcast(void* data, int64_t count, DType t, int root, const CallInfo& c);
-  // output is only written on the root.
-  void reduce(const void* input, void* output, int64_t count, DType t, RedOp op, double factor,
-              int root, const CallInfo& c);
-  // output (root only): size * countPerRank elements, block r from rank r.
-  void gather(const void* input, void* output, int64_t countPerRank, DType t, int root,
-              const CallInfo& c);
-  // input (root only): size * countPerRank elements, block r to rank r.
-  void scatter(const void* input, void* output, int64_t countPerRank, DType t, int root,
-               const CallInfo& c);
   // Byte counts and offsets per peer; sendCounts[r] bytes go to rank r, recvCounts[r] bytes
   // arrive from rank r.
   void allToAll(const void* input, void* output, const std::vector<int64_t>& sendCounts,
                 const std::vector<int64_t>& sendOffsets, const std::vector<int64_t>& recvCounts,
                 const std::vector<int64_t>& recvOffsets, DType t, const CallInfo& c);
-  void barrier(const CallInfo& c);
 
-  // A call as data (prepared_call.h): plans it once, for sequence `seq`, as the collective would
-  // when it runs. Cheap, waits for nothing, and the same on every rank.
+  // A call as data (prepared_call.h): plans it once, for sequence `seq`: its fingerprint, its
+  // plan (chooseCallPlan) and the function that runs that plan. Cheap, waits for nothing, and
+  // the same on every rank.
   PreparedCall prepare(const CollectiveArgs& args, uint64_t seq) const;
   // The group's choice of how to copy into shared memory (copy_choice.h), for tests and logs.
   const CopyChoice& copyChoice() const { return copyChoice_; }
-  // Runs prepared call `p` over `input` and `output` (an all_reduce, broadcast and reduce run
-  // in place on `output`; a barrier uses neither), as its collective's function below would.
+  // Runs prepared call `p` over `input` and `output`. What each collective reads and writes
+  // (CollectiveArgs's counts):
+  //   all_reduce   in place on `output`. PREMUL_SUM multiplies every contribution by the
+  //                factor first; AVG divides the sum by the group size (integers truncate
+  //                toward zero).
+  //   reduce_scatter  input: size * count elements, not modified; output: count.
+  //   all_gather   input: count elements (may alias block `rank` of output); output: size *
+  //                count, block r from rank r.
+  //   broadcast    in place on `output`.
+  //   reduce       input: count elements, not modified; output (written on the root only).
+  //   gather       output (root only): size * count elements, block r from rank r.
+  //   scatter      input (root only): size * count elements, block r to rank r.
+  //   barrier      neither.
   void run(const PreparedCall& p, const void* input, void* output, const CallInfo& c);
+  // Runs the call `args` describes: as c.prepared where the runner prepared it at issue (which
+  // must describe `args` at c.seq: another is a bug of the caller, named), else prepared now.
+  void run(const CollectiveArgs& args, const void* input, void* output, const CallInfo& c);
   // Posting ahead: where `p` is one mailbox round of an all_reduce, all_gather or barrier, this
   // rank's message (an all_reduce's `output`, an all_gather's `input`) is posted now and true
   // returned, without waiting for anyone; otherwise nothing is done (false). The call itself,
@@ -179,8 +176,41 @@ class Communicator {
   WaitContext waitContext(const Fingerprint& fp, const CallInfo& c);
 
  private:
-  // run's switch: the prepared call to its collective's function.
-  void dispatch(const PreparedCall& p, const void* input, void* output, const CallInfo& planned);
+  // The plan functions (PlanFunction, prepared_call.h): prepare picks one per call from the
+  // collective, its plan and the group's size, and run() calls it inside guarded(), after
+  // PREMUL_SUM's scaling (premultiplied). Reducing collectives in reducing_collectives.cc,
+  // the others in moving_collectives.cc.
+  PlanFunction planFunction(const PreparedCall& p) const;
+  void allReduceMailbox(const PreparedCall& p, const void* in, void* out, const WaitContext& ctx);
+  void allReduceDirect(const PreparedCall& p, const void* in, void* out, const WaitContext& ctx);
+  void allReduceTwoLevels(const PreparedCall& p, const void* in, void* out,
+                          const WaitContext& ctx);
+  void allReduceRing(const PreparedCall& p, const void* in, void* out, const WaitContext& ctx);
+  void reduceScatterTwoLevels(const PreparedCall& p, const void* in, void* out,
+                              const WaitContext& ctx);
+  void reduceScatterRing(const PreparedCall& p, const void* in, void* out,
+                         const WaitContext& ctx);
+  void reduceRing(const PreparedCall& p, const void* in, void* out, const WaitContext& ctx);
+  void barrierMailbox(const PreparedCall& p, const void* in, void* out, const WaitContext& ctx);
+  void barrierRing(const PreparedCall& p, const void* in, void* out, const WaitContext& ctx);
+  void allGatherMailbox(const PreparedCall& p, const void* in, void* out, const WaitContext& ctx);
+  void allGatherDirect(const PreparedCall& p, const void* in, void* out, const WaitContext& ctx);
+  void allGatherTwoLevels(const PreparedCall& p, const void* in, void* out,
+                          const WaitContext& ctx);
+  void allGatherRing(const PreparedCall& p, const void* in, void* out, const WaitContext& ctx);
+  void broadcastHostChain(const PreparedCall& p, const void* in, void* out,
+                          const WaitContext& ctx);
+  void broadcastRing(const PreparedCall& p, const void* in, void* out, const WaitContext& ctx);
+  void gatherPairwise(const PreparedCall& p, const void* in, void* out, const WaitContext& ctx);
+  void scatterPairwise(const PreparedCall& p, const void* in, void* out, const WaitContext& ctx);
+  // Every collective on a group of one rank: nothing to exchange.
+  void oneRank(const PreparedCall& p, const void* in, void* out, const WaitContext& ctx);
+  // What a reducing call contributes under PREMUL_SUM: its input times the factor. An
+  // all_reduce scales `output` in place (once: not again after post() did); reduce_scatter and
+  // reduce must leave the caller's input as it is, so they read a scaled copy in `*scaled`.
+  // Returns the input the plan reads.
+  const void* premultiplied(const PreparedCall& p, const void* input, void* output,
+                            std::vector<char>* scaled) const;
   // Runs one call whose messages carry `fp`, under plan `plan` (its name, for c.plan).
   template <typename Body>
   void guarded(const Fingerprint& fp, const char* plan, const CallInfo& c, Body&& body);
@@ -192,12 +222,6 @@ class Communicator {
   Mailbox* mailboxOf(const CallPlan& p) const {
     return p.mailboxRound ? transport_->mailbox() : nullptr;
   }
-  // The plan of the call that runs: c.prepared where the runner prepared it (checked to
-  // describe `args` at c.seq: another is a bug of the caller, named), else prepared into
-  // `*local` now.
-  const PreparedCall& preparedFor(const CallInfo& c, const CollectiveArgs& args,
-                                  PreparedCall* local) const;
-
   int rank_;
   int size_;
   std::string groupName_;

@@ -1,7 +1,7 @@
-// What every collective of the Communicator runs on (private to executor/: the collectives'
-// files reducing_collectives.cc and moving_collectives.cc): its plan (prepared at issue, or
-// now), the guard each call runs inside with the context its waits take, and the buffers and
-// slices its plans take.
+// What every collective of the Communicator runs on (private to executor/: run() in
+// communicator_issue.cc and the plan functions of reducing_collectives.cc and
+// moving_collectives.cc): the guard each call runs inside with the context its waits take, and
+// the buffers and slices its plans take.
 #pragma once
 
 #include <cstdint>
@@ -62,20 +62,6 @@ void Communicator::guarded(const Fingerprint& fp, const char* plan, const CallIn
     transport_->markBroken(e.what());
     throw;
   }
-}
-
-inline const PreparedCall& Communicator::preparedFor(const CallInfo& c,
-                                                     const CollectiveArgs& args,
-                                                     PreparedCall* local) const {
-  if (c.prepared == nullptr) {
-    *local = prepare(args, c.seq);
-    return *local;
-  }
-  const PreparedCall& p = *c.prepared;
-  RING_ASSERT(p.seq == c.seq && p.args == args, collectiveName(args.kind), " (sequence ",
-              c.seq, ") runs with the plan prepared for ", collectiveName(p.args.kind),
-              " (sequence ", p.seq, ", ", p.args.count, " elements; this call ", args.count, ")");
-  return p;
 }
 
 // The parts every plan of a collective is built from.

@@ -1,12 +1,14 @@
 // What a call does before and around its run: its announcement (Communicator::announceIssued),
-// its plan, chosen once (prepare), its message posted ahead where it is one mailbox round
-// (post), the question whether every peer has issued it (allIssued), and the one dispatch
-// of a prepared call to its collective (run): what the backend's runner does with a call
-// (backend/work_queue.h).
+// its plan and the function that runs it, chosen once (prepare), its message posted ahead where
+// it is one mailbox round (post), the question whether every peer has issued it (allIssued),
+// and its run: PREMUL_SUM's scaling, then the plan's function, inside the guard (run). What the
+// backend's runner does with a call (backend/work_queue.h).
 #include <thread>
+#include <vector>
 
 #include "common/errors.h"
 #include "executor/communicator.h"
+#include "executor/communicator_calls.h"
 #include "protocol/message_header.h"
 #include "reduce/reduce_table.h"
 #include "transport/wait.h"
@@ -89,19 +91,75 @@ PreparedCall Communicator::prepare(const CollectiveArgs& a, uint64_t seq) const 
       break;  // one plan, the ring
     case Collective::Gather:
     case Collective::Scatter:
-      // One plan: the root's own link to each rank (moving_collectives.cc).
-      p.planName = "pairwise";
-      return p;
+      break;  // one plan: the root's own link to each rank (moving_collectives.cc)
     default:
       RING_ASSERT(false, "no prepared plan for ", collectiveName(a.kind), " (sequence ", seq, ")");
   }
-  p.planName = callPlanName(a.kind, p.plan);
+  const bool pairwise = a.kind == Collective::Gather || a.kind == Collective::Scatter;
+  p.planName = pairwise ? "pairwise" : callPlanName(a.kind, p.plan);
   // Only the collectives with a mailbox round take it (reduce_scatter, broadcast and reduce
   // have none, whatever their size).
   const bool hasMailboxRound = a.kind == Collective::AllReduce ||
                                a.kind == Collective::AllGather || a.kind == Collective::Barrier;
   p.box = hasMailboxRound && size_ > 1 ? mailboxOf(p.plan) : nullptr;
+  p.function = planFunction(p);
   return p;
+}
+
+// Why one table: the collective and its plan were chosen above; which code runs them is chosen
+// here, once, so that run() calls it without asking again, and a new plan is one line here and
+// one function.
+PlanFunction Communicator::planFunction(const PreparedCall& p) const {
+  if (size_ == 1) return &Communicator::oneRank;
+  const Algorithm a = p.plan.algorithm;
+  const bool twoLevels = a == Algorithm::HierRing || a == Algorithm::HierRd ||
+                         a == Algorithm::HierRadix || a == Algorithm::HierDirect;
+  switch (p.args.kind) {
+    case Collective::AllReduce:
+      if (p.box != nullptr) return &Communicator::allReduceMailbox;
+      if (a == Algorithm::Direct) return &Communicator::allReduceDirect;
+      return twoLevels ? &Communicator::allReduceTwoLevels : &Communicator::allReduceRing;
+    case Collective::AllGather:
+      if (p.box != nullptr) return &Communicator::allGatherMailbox;
+      if (a == Algorithm::Direct) return &Communicator::allGatherDirect;
+      // Its two levels are a ring or a direct round between hosts (chooseAllGather).
+      return a == Algorithm::HierRing || a == Algorithm::HierDirect
+                 ? &Communicator::allGatherTwoLevels
+                 : &Communicator::allGatherRing;
+    case Collective::ReduceScatter:
+      return a == Algorithm::HierRing || a == Algorithm::HierDirect
+                 ? &Communicator::reduceScatterTwoLevels
+                 : &Communicator::reduceScatterRing;
+    case Collective::Broadcast:
+      return a == Algorithm::HierRing ? &Communicator::broadcastHostChain
+                                      : &Communicator::broadcastRing;
+    case Collective::Reduce:
+      return &Communicator::reduceRing;
+    case Collective::Gather:
+      return &Communicator::gatherPairwise;
+    case Collective::Scatter:
+      return &Communicator::scatterPairwise;
+    case Collective::Barrier:
+      return p.box != nullptr ? &Communicator::barrierMailbox : &Communicator::barrierRing;
+    default:
+      RING_ASSERT(false, "no plan function for ", collectiveName(p.args.kind), " (sequence ",
+                  p.seq, ")");
+  }
+  return nullptr;
+}
+
+const void* Communicator::premultiplied(const PreparedCall& p, const void* input, void* output,
+                                        std::vector<char>* scaled) const {
+  const CollectiveArgs& a = p.args;
+  if (a.op != RedOp::PreMulSum) return input;
+  if (a.kind == Collective::AllReduce) {
+    if (!p.posted) scaleFn(a.dtype)(output, output, a.factor, a.count);
+    return input;
+  }
+  const int64_t count = a.kind == Collective::ReduceScatter ? a.count * size_ : a.count;
+  scaled->resize(static_cast<size_t>(count) * elementSize(a.dtype));
+  scaleFn(a.dtype)(scaled->data(), input, a.factor, count);
+  return scaled->data();
 }
 
 bool Communicator::post(PreparedCall& p, const void* input, void* output) {
@@ -126,10 +184,9 @@ bool Communicator::post(PreparedCall& p, const void* input, void* output) {
   // Nothing goes into a broken group: the peers waiting in that round would complete on it
   // (guarded() throws before a round's post for the same reason).
   transport_->checkHealth(kHealthBetweenCalls);
-  // What the all_reduce does before its round: PREMUL_SUM scales this rank's contribution.
-  if (a.kind == Collective::AllReduce && a.op == RedOp::PreMulSum) {
-    scaleFn(a.dtype)(output, output, a.factor, a.count);
-  }
+  // What the all_reduce does before its round, done now: PREMUL_SUM scales this rank's
+  // contribution (in place; run() then leaves it, the call being posted).
+  premultiplied(p, input, output, nullptr);
   transport_->setStreamCopies(p.copy.streams);
   p.box->post(message, bytes, p.fp);
   p.posted = true;
@@ -139,12 +196,18 @@ bool Communicator::post(PreparedCall& p, const void* input, void* output) {
 
 void Communicator::run(const PreparedCall& p, const void* input, void* output,
                        const CallInfo& c) {
+  RING_ASSERT(p.function != nullptr, collectiveName(p.args.kind), " (sequence ", p.seq,
+              ") run with a call that Communicator::prepare did not plan");
   CallInfo planned = c;
   planned.prepared = &p;
   transport_->setStreamCopies(p.copy.streams);
   // A trial of the copy choice is timed (copy_choice.h); a call that throws records nothing.
   const auto start = p.copy.trial ? Clock::now() : Clock::time_point{};
-  dispatch(p, input, output, planned);
+  guarded(p.fp, p.planName, planned, [&](const WaitContext& ctx) {
+    std::vector<char> scaled;
+    const void* in = premultiplied(p, input, output, &scaled);
+    (this->*p.function)(p, in, output, ctx);
+  });
   if (p.copy.trial) {
     const double micros = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
     copyChoice_.record(p.copy, p.args.count * static_cast<int64_t>(elementSize(p.args.dtype)),
@@ -152,38 +215,18 @@ void Communicator::run(const PreparedCall& p, const void* input, void* output,
   }
 }
 
-void Communicator::dispatch(const PreparedCall& p, const void* input, void* output,
-                            const CallInfo& planned) {
-  const CollectiveArgs& a = p.args;
-  switch (a.kind) {
-    case Collective::AllReduce:
-      allReduce(output, a.count, a.dtype, a.op, a.factor, planned);
-      return;
-    case Collective::AllGather:
-      allGather(input, output, a.count, a.dtype, planned);
-      return;
-    case Collective::ReduceScatter:
-      reduceScatter(input, output, a.count, a.dtype, a.op, a.factor, planned);
-      return;
-    case Collective::Broadcast:
-      broadcast(output, a.count, a.dtype, a.root, planned);
-      return;
-    case Collective::Reduce:
-      reduce(input, output, a.count, a.dtype, a.op, a.factor, a.root, planned);
-      return;
-    case Collective::Gather:
-      gather(input, output, a.count, a.dtype, a.root, planned);
-      return;
-    case Collective::Scatter:
-      scatter(input, output, a.count, a.dtype, a.root, planned);
-      return;
-    case Collective::Barrier:
-      barrier(planned);
-      return;
-    default:
-      RING_ASSERT(false, "no prepared run for ", collectiveName(a.kind), " (sequence ", p.seq,
-                  ")");
+void Communicator::run(const CollectiveArgs& args, const void* input, void* output,
+                       const CallInfo& c) {
+  if (c.prepared == nullptr) {
+    const PreparedCall p = prepare(args, c.seq);
+    run(p, input, output, c);
+    return;
   }
+  const PreparedCall& p = *c.prepared;
+  RING_ASSERT(p.seq == c.seq && p.args == args, collectiveName(args.kind), " (sequence ",
+              c.seq, ") runs with the plan prepared for ", collectiveName(p.args.kind),
+              " (sequence ", p.seq, ", ", p.args.count, " elements; this call ", args.count, ")");
+  run(p, input, output, c);
 }
 
 }  // namespace ring

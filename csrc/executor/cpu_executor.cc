@@ -32,14 +32,19 @@ inline void takeInto(CheckedReceiver* prev, bool lent, const void* payload, char
   }
 }
 
+// Sends `bytes` at `data` as a copy in the acquired slot.
+inline void sendCopied(StampedSender* next, void* slot, const void* data, int64_t bytes) {
+  next->copyIn(slot, data, bytes);
+  next->publish(bytes);
+}
+
 // Sends `bytes` at `data`, whose value is final for this call: lent where the link lends that
 // size, else copied into the acquired slot.
 inline void sendFinal(StampedSender* next, void* slot, const char* data, int64_t bytes) {
   if (next->lends(bytes)) {
     next->publishLent(data, bytes);
   } else {
-    next->copyIn(slot, data, bytes);
-    next->publish(bytes);
+    sendCopied(next, slot, data, bytes);
   }
 }
 
@@ -70,8 +75,7 @@ void runSteps(StampedSender* next, CheckedReceiver* prev, const std::vector<Step
         if (sendsAreFinal) {
           sendFinal(next, out.payload, src, bytes);
         } else {
-          next->copyIn(out.payload, src, bytes);
-          next->publish(bytes);
+          sendCopied(next, out.payload, src, bytes);
         }
         break;
       case Prim::RecvReduceSend:
@@ -95,8 +99,7 @@ void runSteps(StampedSender* next, CheckedReceiver* prev, const std::vector<Step
           sendFinal(next, out.payload, dst, bytes);
         } else {
           if (bytes > 0) std::memcpy(dst, in.payload, static_cast<size_t>(bytes));
-          next->copyIn(out.payload, in.payload, bytes);
-          next->publish(bytes);
+          sendCopied(next, out.payload, in.payload, bytes);
         }
         break;
       case Prim::Recv:
@@ -163,9 +166,7 @@ void sendBytes(SendLink& link, int myRank, const void* data, int64_t bytes,
   int64_t offset = 0;
   do {
     int64_t chunk = bytes - offset < cap ? bytes - offset : cap;
-    void* slot = out.acquire(ctx);
-    out.copyIn(slot, p + offset, chunk);
-    out.publish(chunk);
+    sendCopied(&out, out.acquire(ctx), p + offset, chunk);
     offset += chunk;
   } while (offset < bytes);
 }

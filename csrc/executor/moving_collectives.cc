@@ -1,6 +1,7 @@
-// The Communicator's collectives that move data without reducing it: all_gather, broadcast,
-// gather, scatter, all_to_all. Each stamps its fingerprint, takes its plan from chooseCallPlan
-// (plan_choice.h) where it has several, and runs it inside guarded() (communicator_calls.h).
+// The Communicator's plan functions of the collectives that move data without reducing it:
+// all_gather, broadcast, gather, scatter (each runs the plan prepare chose for it: planFunction,
+// communicator_issue.cc, inside guarded()), and all_to_all, which has one plan and stamps its
+// own fingerprint.
 #include "executor/communicator.h"
 
 #include <algorithm>
@@ -18,100 +19,98 @@ namespace ring {
 
 using namespace collective_parts;
 
-void Communicator::allGather(const void* input, void* output, int64_t countPerRank, DType t,
-                             const CallInfo& c) {
-  PreparedCall local;
-  const PreparedCall& p = preparedFor(c, CollectiveArgs::allGather(countPerRank, t), &local);
-  const Fingerprint& fp = p.fp;
-  guarded(fp, p.planName, c, [&](const WaitContext& ctx) {
-    if (p.box != nullptr) {
-      // One round through the mailboxes; where it was posted ahead, the peers' parts remain.
-      MailboxRound links(*p.box, rank_, size_, p.posted);
-      directAllGather(links, input, output, countPerRank, elementSize(t), fp, ctx);
-      return;
-    }
-    if (fp.algorithm == Algorithm::Direct) {
-      FifoRound links(*transport_, DirectMembers{nullptr, size_, rank_});
-      directAllGather(links, input, output, countPerRank, elementSize(t), fp, ctx);
-      return;
-    }
-    if (fp.algorithm == Algorithm::HierRing || fp.algorithm == Algorithm::HierDirect) {
-      hierAllGather(*transport_, layout_, input, output, countPerRank, elementSize(t),
-                    sliceElems(slotBytes_, t), fp.algorithm == Algorithm::HierDirect, &staging_,
-                    fp, ctx);
-      releaseLargeStaging();
-      return;
-    }
-    auto steps = planAllGather(size_, rank_, countPerRank, sliceElems(slotBytes_, t));
-    PlanBuffers io{static_cast<const char*>(input), static_cast<char*>(output), elementSize(t),
-                   nullptr, nullptr, 1};
-    runRingPlan(*transport_, steps, io, fp, ctx);
-  });
+void Communicator::allGatherMailbox(const PreparedCall& p, const void* in, void* out,
+                                    const WaitContext& ctx) {
+  const CollectiveArgs& a = p.args;
+  // One round through the mailboxes; where it was posted ahead, the peers' parts remain.
+  MailboxRound links(*p.box, rank_, size_, p.posted);
+  directAllGather(links, in, out, a.count, elementSize(a.dtype), p.fp, ctx);
 }
 
-void Communicator::broadcast(void* data, int64_t count, DType t, int root, const CallInfo& c) {
-  PreparedCall local;
-  const PreparedCall& p = preparedFor(c, CollectiveArgs::broadcast(count, t, root), &local);
-  const Fingerprint& fp = p.fp;
-  guarded(fp, p.planName, c, [&](const WaitContext& ctx) {
-    PlanBuffers io{static_cast<const char*>(data), static_cast<char*>(data), elementSize(t),
-                   nullptr, nullptr, 1};
-    if (fp.algorithm == Algorithm::HierRing) {
-      runRingPlanAmong(*transport_, hostRing_, hostRingPos_[static_cast<size_t>(rank_)],
-                       planBroadcast(size_, hostRingPos_[static_cast<size_t>(rank_)],
-                                     hostRingPos_[static_cast<size_t>(root)], count,
-                                     sliceElems(slotBytes_, t)),
-                       io, fp, ctx);
-      return;
-    }
-    auto steps = planBroadcast(size_, rank_, root, count, sliceElems(slotBytes_, t));
-    runRingPlan(*transport_, steps, io, fp, ctx);
-  });
+void Communicator::allGatherDirect(const PreparedCall& p, const void* in, void* out,
+                                   const WaitContext& ctx) {
+  const CollectiveArgs& a = p.args;
+  FifoRound links(*transport_, DirectMembers{nullptr, size_, rank_});
+  directAllGather(links, in, out, a.count, elementSize(a.dtype), p.fp, ctx);
 }
 
-void Communicator::gather(const void* input, void* output, int64_t countPerRank, DType t,
-                          int root, const CallInfo& c) {
-  PreparedCall local;
-  const PreparedCall& p = preparedFor(c, CollectiveArgs::gather(countPerRank, t, root), &local);
-  const Fingerprint& fp = p.fp;
-  guarded(fp, p.planName, c, [&](const WaitContext& ctx) {
-    const int64_t bytes = countPerRank * static_cast<int64_t>(elementSize(t));
-    if (rank_ != root) {
-      sendBytes(transport_->sendLink(Channel::Collective, root), rank_, input, bytes, fp, ctx);
-      return;
-    }
-    char* out = static_cast<char*>(output);
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_) {
-        if (out + r * bytes != input && bytes > 0) std::memmove(out + r * bytes, input, bytes);
-        continue;
-      }
-      recvBytes(transport_->recvLink(Channel::Collective, r), rank_, out + r * bytes, bytes, fp,
-                ctx);
-    }
-  });
+void Communicator::allGatherTwoLevels(const PreparedCall& p, const void* in, void* out,
+                                      const WaitContext& ctx) {
+  const CollectiveArgs& a = p.args;
+  hierAllGather(*transport_, layout_, in, out, a.count, elementSize(a.dtype),
+                sliceElems(slotBytes_, a.dtype), p.fp.algorithm == Algorithm::HierDirect,
+                &staging_, p.fp, ctx);
+  releaseLargeStaging();
 }
 
-void Communicator::scatter(const void* input, void* output, int64_t countPerRank, DType t,
-                           int root, const CallInfo& c) {
-  PreparedCall local;
-  const PreparedCall& p = preparedFor(c, CollectiveArgs::scatter(countPerRank, t, root), &local);
-  const Fingerprint& fp = p.fp;
-  guarded(fp, p.planName, c, [&](const WaitContext& ctx) {
-    const int64_t bytes = countPerRank * static_cast<int64_t>(elementSize(t));
-    if (rank_ != root) {
-      recvBytes(transport_->recvLink(Channel::Collective, root), rank_, output, bytes, fp, ctx);
-      return;
+void Communicator::allGatherRing(const PreparedCall& p, const void* in, void* out,
+                                 const WaitContext& ctx) {
+  const CollectiveArgs& a = p.args;
+  auto steps = planAllGather(size_, rank_, a.count, sliceElems(slotBytes_, a.dtype));
+  PlanBuffers io{static_cast<const char*>(in), static_cast<char*>(out), elementSize(a.dtype),
+                 nullptr, nullptr, 1};
+  runRingPlan(*transport_, steps, io, p.fp, ctx);
+}
+
+// The broadcasts run in place on `out`. Between hosts: a chain around the ring that visits the
+// hosts one after the other (hostMajorRing), so the network is crossed at most once a host.
+void Communicator::broadcastHostChain(const PreparedCall& p, const void*, void* out,
+                                      const WaitContext& ctx) {
+  const CollectiveArgs& a = p.args;
+  PlanBuffers io{static_cast<const char*>(out), static_cast<char*>(out), elementSize(a.dtype),
+                 nullptr, nullptr, 1};
+  const int pos = hostRingPos_[static_cast<size_t>(rank_)];
+  runRingPlanAmong(*transport_, hostRing_, pos,
+                   planBroadcast(size_, pos, hostRingPos_[static_cast<size_t>(a.root)], a.count,
+                                 sliceElems(slotBytes_, a.dtype)),
+                   io, p.fp, ctx);
+}
+
+void Communicator::broadcastRing(const PreparedCall& p, const void*, void* out,
+                                 const WaitContext& ctx) {
+  const CollectiveArgs& a = p.args;
+  PlanBuffers io{static_cast<const char*>(out), static_cast<char*>(out), elementSize(a.dtype),
+                 nullptr, nullptr, 1};
+  auto steps = planBroadcast(size_, rank_, a.root, a.count, sliceElems(slotBytes_, a.dtype));
+  runRingPlan(*transport_, steps, io, p.fp, ctx);
+}
+
+// gather and scatter: the root's own link to each rank, one part each.
+void Communicator::gatherPairwise(const PreparedCall& p, const void* input, void* output,
+                                  const WaitContext& ctx) {
+  const CollectiveArgs& a = p.args;
+  const int64_t bytes = a.count * static_cast<int64_t>(elementSize(a.dtype));
+  if (rank_ != a.root) {
+    sendBytes(transport_->sendLink(Channel::Collective, a.root), rank_, input, bytes, p.fp, ctx);
+    return;
+  }
+  char* out = static_cast<char*>(output);
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) {
+      if (out + r * bytes != input && bytes > 0) std::memmove(out + r * bytes, input, bytes);
+      continue;
     }
-    const char* in = static_cast<const char*>(input);
-    // Start with the next rank so that the ranks are served in ring order from the root.
-    for (int k = 1; k < size_; ++k) {
-      int r = (rank_ + k) % size_;
-      sendBytes(transport_->sendLink(Channel::Collective, r), rank_, in + r * bytes, bytes, fp,
-                ctx);
-    }
-    if (in + rank_ * bytes != output && bytes > 0) std::memmove(output, in + rank_ * bytes, bytes);
-  });
+    recvBytes(transport_->recvLink(Channel::Collective, r), rank_, out + r * bytes, bytes, p.fp,
+              ctx);
+  }
+}
+
+void Communicator::scatterPairwise(const PreparedCall& p, const void* input, void* output,
+                                   const WaitContext& ctx) {
+  const CollectiveArgs& a = p.args;
+  const int64_t bytes = a.count * static_cast<int64_t>(elementSize(a.dtype));
+  if (rank_ != a.root) {
+    recvBytes(transport_->recvLink(Channel::Collective, a.root), rank_, output, bytes, p.fp, ctx);
+    return;
+  }
+  const char* in = static_cast<const char*>(input);
+  // Start with the next rank so that the ranks are served in ring order from the root.
+  for (int k = 1; k < size_; ++k) {
+    int r = (rank_ + k) % size_;
+    sendBytes(transport_->sendLink(Channel::Collective, r), rank_, in + r * bytes, bytes, p.fp,
+              ctx);
+  }
+  if (in + rank_ * bytes != output && bytes > 0) std::memmove(output, in + rank_ * bytes, bytes);
 }
 
 void Communicator::allToAll(const void* input, void* output,

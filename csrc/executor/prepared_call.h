@@ -16,7 +16,17 @@
 
 namespace ring {
 
+class Communicator;
 class Mailbox;
+struct PreparedCall;
+struct WaitContext;
+
+// The function that runs a prepared call's plan: a private member of Communicator (the plan
+// functions of reducing_collectives.cc and moving_collectives.cc), chosen once by
+// Communicator::prepare from the collective, its plan and the group's size. It reads `input`
+// (PREMUL_SUM's scaled copy where there is one) and writes `output`.
+using PlanFunction = void (Communicator::*)(const PreparedCall& p, const void* input,
+                                            void* output, const WaitContext& ctx);
 
 // A collective over one input and one output buffer, described: the runner hands it to the
 // group (Communicator::run) with the buffers, so the backend needs no code of its own per call.
@@ -62,13 +72,15 @@ struct CollectiveArgs {
 };
 
 // A call planned once (Communicator::prepare): what its messages carry, the plan every rank
-// chose alike for it, and where it is one mailbox round, the mailbox. `posted` is set by
-// Communicator::post once its message is out; the call then only reads its peers'.
+// chose alike for it, the function that runs that plan, and where it is one mailbox round, the
+// mailbox. `posted` is set by Communicator::post once its message is out; the call then only
+// reads its peers'.
 struct PreparedCall {
   CollectiveArgs args;
   uint64_t seq = 0;
   Fingerprint fp;
   CallPlan plan;
+  PlanFunction function = nullptr;
   const char* planName = "ring";  // callPlanName, for the flight recorder
   Mailbox* box = nullptr;
   bool posted = false;

@@ -1,11 +1,10 @@
-// The Communicator's collectives that reduce: all_reduce, reduce_scatter, reduce, and the
-// barrier (a zero-length all_reduce). Each stamps its fingerprint, takes its plan from
-// chooseCallPlan (plan_choice.h) and runs it inside guarded() (communicator_calls.h).
+// The Communicator's plan functions of the collectives that reduce: all_reduce, reduce_scatter,
+// reduce, and the barrier (a zero-length all_reduce), and of every collective on one rank. Each
+// runs the plan prepare chose for it (planFunction, communicator_issue.cc), inside guarded() and
+// after PREMUL_SUM's scaling (run): here is only the plan.
 #include "executor/communicator.h"
 
-#include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "common/errors.h"
 #include "executor/communicator_calls.h"
@@ -17,113 +16,92 @@ namespace ring {
 
 using namespace collective_parts;
 
-void Communicator::allReduce(void* data, int64_t count, DType t, RedOp op, double factor,
-                             const CallInfo& c) {
-  PreparedCall local;
-  const PreparedCall& p = preparedFor(c, CollectiveArgs::allReduce(count, t, op, factor), &local);
-  const Fingerprint& fp = p.fp;
-  guarded(fp, p.planName, c, [&](const WaitContext& ctx) {
-    // PREMUL_SUM scales this rank's contribution in place (all-reduce is in place anyway);
-    // a message posted ahead (post) went out scaled already.
-    if (op == RedOp::PreMulSum && !p.posted) scaleFn(t)(data, data, factor, count);
-    if (size_ == 1) {
-      if (op == RedOp::Avg) divideFn(t)(data, 1, count);
-      return;
-    }
-    char* inPlace = static_cast<char*>(data);
-    if (p.box != nullptr) {
-      // One round through the mailboxes; where it was posted ahead, the peers' parts remain.
-      MailboxRound links(*p.box, rank_, size_, p.posted);
-      directAllReduce(links, inPlace, count, buffers(data, data, t, op, size_), fp, ctx);
-      return;
-    }
-    if (fp.algorithm == Algorithm::Direct) {
-      FifoRound links(*transport_, DirectMembers{nullptr, size_, rank_});
-      directAllReduce(links, inPlace, count, buffers(data, data, t, op, size_), fp, ctx);
-      return;
-    }
-    if (fp.algorithm == Algorithm::HierRing || fp.algorithm == Algorithm::HierRd ||
-        fp.algorithm == Algorithm::HierRadix || fp.algorithm == Algorithm::HierDirect) {
-      if (segmentsCount_ != count) {
-        segments_ = hostSegments(layout_, count);
-        segmentsCount_ = count;
-      }
-      hierAllReduce(*transport_, layout_, segments_, static_cast<char*>(data), count,
-                    sliceElems(slotBytes_, t), buffers(data, data, t, op, size_),
-                    interHostPlan(CallPlan(p.plan)), fp, ctx);
-      return;
-    }
-    auto steps = planAllReduce(size_, rank_, count, sliceElems(slotBytes_, t));
-    runRingPlan(*transport_, steps, buffers(data, data, t, op, size_), fp, ctx);
-  });
+// The all_reduces run in place on `out`; `in` is the caller's same buffer.
+void Communicator::allReduceMailbox(const PreparedCall& p, const void*, void* out,
+                                    const WaitContext& ctx) {
+  const CollectiveArgs& a = p.args;
+  // One round through the mailboxes; where it was posted ahead, the peers' parts remain.
+  MailboxRound links(*p.box, rank_, size_, p.posted);
+  directAllReduce(links, static_cast<char*>(out), a.count,
+                  buffers(out, out, a.dtype, a.op, size_), p.fp, ctx);
 }
 
-void Communicator::reduceScatter(const void* input, void* output, int64_t countPerRank, DType t,
-                                 RedOp op, double factor, const CallInfo& c) {
-  PreparedCall local;
-  const PreparedCall& p =
-      preparedFor(c, CollectiveArgs::reduceScatter(countPerRank, t, op, factor), &local);
-  const Fingerprint& fp = p.fp;
-  guarded(fp, p.planName, c, [&](const WaitContext& ctx) {
-    std::vector<char> scaled;
-    const void* in = input;
-    if (op == RedOp::PreMulSum) {
-      // The caller's input must stay untouched, so the scaled contribution lives in a copy.
-      scaled.resize(static_cast<size_t>(countPerRank * size_) * elementSize(t));
-      scaleFn(t)(scaled.data(), input, factor, countPerRank * size_);
-      in = scaled.data();
-    }
-    if (fp.algorithm == Algorithm::HierRing || fp.algorithm == Algorithm::HierDirect) {
-      hierReduceScatter(*transport_, layout_, countPerRank, sliceElems(slotBytes_, t),
-                        fp.algorithm == Algorithm::HierDirect, buffers(in, output, t, op, size_),
-                        &staging_, fp, ctx);
-      releaseLargeStaging();
-      return;
-    }
-    auto steps = planReduceScatter(size_, rank_, countPerRank, sliceElems(slotBytes_, t));
-    runRingPlan(*transport_, steps, buffers(in, output, t, op, size_), fp, ctx);
-    if (size_ == 1 && op == RedOp::Avg) divideFn(t)(output, 1, countPerRank);
-  });
+void Communicator::allReduceDirect(const PreparedCall& p, const void*, void* out,
+                                   const WaitContext& ctx) {
+  const CollectiveArgs& a = p.args;
+  FifoRound links(*transport_, DirectMembers{nullptr, size_, rank_});
+  directAllReduce(links, static_cast<char*>(out), a.count,
+                  buffers(out, out, a.dtype, a.op, size_), p.fp, ctx);
 }
 
-void Communicator::reduce(const void* input, void* output, int64_t count, DType t, RedOp op,
-                          double factor, int root, const CallInfo& c) {
-  PreparedCall local;
-  const PreparedCall& p =
-      preparedFor(c, CollectiveArgs::reduce(count, t, op, factor, root), &local);
-  const Fingerprint& fp = p.fp;
-  guarded(fp, p.planName, c, [&](const WaitContext& ctx) {
-    std::vector<char> scaled;
-    const void* in = input;
-    if (op == RedOp::PreMulSum) {
-      scaled.resize(static_cast<size_t>(count) * elementSize(t));
-      scaleFn(t)(scaled.data(), input, factor, count);
-      in = scaled.data();
-    }
-    auto steps = planReduce(size_, rank_, root, count, sliceElems(slotBytes_, t));
-    runRingPlan(*transport_, steps, buffers(in, output, t, op, size_), fp, ctx);
-    if (size_ == 1 && op == RedOp::Avg) divideFn(t)(output, 1, count);
-  });
+void Communicator::allReduceTwoLevels(const PreparedCall& p, const void*, void* out,
+                                      const WaitContext& ctx) {
+  const CollectiveArgs& a = p.args;
+  if (segmentsCount_ != a.count) {
+    segments_ = hostSegments(layout_, a.count);
+    segmentsCount_ = a.count;
+  }
+  hierAllReduce(*transport_, layout_, segments_, static_cast<char*>(out), a.count,
+                sliceElems(slotBytes_, a.dtype), buffers(out, out, a.dtype, a.op, size_),
+                interHostPlan(CallPlan(p.plan)), p.fp, ctx);
 }
 
-void Communicator::barrier(const CallInfo& c) {
-  PreparedCall local;
-  const PreparedCall& p = preparedFor(c, CollectiveArgs::barrier(), &local);
-  const Fingerprint& fp = p.fp;
-  guarded(fp, p.planName, c, [&](const WaitContext& ctx) {
-    if (size_ == 1) return;
-    // Where there are mailboxes: one round of empty messages, every rank waiting for each
-    // other rank's post once.
-    if (p.box != nullptr) {
-      MailboxRound links(*p.box, rank_, size_, p.posted);
-      directBarrier(links, fp, ctx);
-      return;
-    }
-    auto steps = planAllReduce(size_, rank_, 0, 1);
-    char dummy = 0;
-    runRingPlan(*transport_, steps, buffers(&dummy, &dummy, DType::UInt8, RedOp::Sum, size_), fp,
-                ctx);
-  });
+void Communicator::allReduceRing(const PreparedCall& p, const void*, void* out,
+                                 const WaitContext& ctx) {
+  const CollectiveArgs& a = p.args;
+  auto steps = planAllReduce(size_, rank_, a.count, sliceElems(slotBytes_, a.dtype));
+  runRingPlan(*transport_, steps, buffers(out, out, a.dtype, a.op, size_), p.fp, ctx);
+}
+
+void Communicator::reduceScatterTwoLevels(const PreparedCall& p, const void* in, void* out,
+                                          const WaitContext& ctx) {
+  const CollectiveArgs& a = p.args;
+  hierReduceScatter(*transport_, layout_, a.count, sliceElems(slotBytes_, a.dtype),
+                    p.fp.algorithm == Algorithm::HierDirect,
+                    buffers(in, out, a.dtype, a.op, size_), &staging_, p.fp, ctx);
+  releaseLargeStaging();
+}
+
+void Communicator::reduceScatterRing(const PreparedCall& p, const void* in, void* out,
+                                     const WaitContext& ctx) {
+  const CollectiveArgs& a = p.args;
+  auto steps = planReduceScatter(size_, rank_, a.count, sliceElems(slotBytes_, a.dtype));
+  runRingPlan(*transport_, steps, buffers(in, out, a.dtype, a.op, size_), p.fp, ctx);
+}
+
+void Communicator::reduceRing(const PreparedCall& p, const void* in, void* out,
+                              const WaitContext& ctx) {
+  const CollectiveArgs& a = p.args;
+  auto steps = planReduce(size_, rank_, a.root, a.count, sliceElems(slotBytes_, a.dtype));
+  runRingPlan(*transport_, steps, buffers(in, out, a.dtype, a.op, size_), p.fp, ctx);
+}
+
+// Where there are mailboxes: one round of empty messages, every rank waiting for each other
+// rank's post once.
+void Communicator::barrierMailbox(const PreparedCall& p, const void*, void*,
+                                  const WaitContext& ctx) {
+  MailboxRound links(*p.box, rank_, size_, p.posted);
+  directBarrier(links, p.fp, ctx);
+}
+
+void Communicator::barrierRing(const PreparedCall& p, const void*, void*,
+                               const WaitContext& ctx) {
+  auto steps = planAllReduce(size_, rank_, 0, 1);
+  char dummy = 0;
+  runRingPlan(*transport_, steps, buffers(&dummy, &dummy, DType::UInt8, RedOp::Sum, size_), p.fp,
+              ctx);
+}
+
+// One rank holds every contribution already: what is left is the output. The in-place
+// collectives (all_reduce, broadcast) have it; the others copy their input there (all_gather,
+// gather and scatter: the one block; reduce_scatter and reduce: the sum of one). AVG then
+// divides by the group's size, one, as the plans' last step does on larger groups.
+void Communicator::oneRank(const PreparedCall& p, const void* in, void* out, const WaitContext&) {
+  const CollectiveArgs& a = p.args;
+  const bool inPlace = a.kind == Collective::AllReduce || a.kind == Collective::Broadcast;
+  const size_t bytes = static_cast<size_t>(a.count) * elementSize(a.dtype);
+  if (!inPlace && bytes > 0 && in != out) std::memmove(out, in, bytes);
+  if (a.op == RedOp::Avg) divideFn(a.dtype)(out, 1, a.count);
 }
 
 }  // namespace ring

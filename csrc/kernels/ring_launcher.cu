@@ -97,7 +97,8 @@ std::string launchAllReduce(const RingCudaPeers& peers, ChannelCounters* counter
   std::string bad = checkPeers(peers);
   if (!bad.empty()) return bad;
   if (peers.nranks == 1) {
-    // As Communicator::allReduce: scale in place, divide by one.
+    // As the host path on one rank (Communicator::run, then oneRank): scale in place, divide
+    // by one.
     if (op == RedOp::PreMulSum) bad = launchScale(dtype, data, data, factor, count, stream);
     if (bad.empty() && op == RedOp::Avg) bad = launchDivide(dtype, data, 1, count, stream);
     return bad;
@@ -114,7 +115,8 @@ std::string launchReduceScatter(const RingCudaPeers& peers, ChannelCounters* cou
   std::string bad = checkPeers(peers);
   if (!bad.empty()) return bad;
   if (peers.nranks == 1) {
-    // As Communicator::reduceScatter: the (scaled) copy, then divide by one.
+    // As the host path on one rank (Communicator::run, then oneRank): the (scaled) copy, then
+    // divide by one.
     if (op == RedOp::PreMulSum) {
       bad = launchScale(dtype, output, input, factor, countPerRank, stream);
     } else {

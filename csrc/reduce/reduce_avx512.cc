@@ -19,7 +19,7 @@ namespace {
 // float32 and float16 (F16C at 512 bits) loops ran at or below the AVX2 build's speed, so the
 // AVX-512 build serves the AVX2 loops for every other dtype (reduce_table.cc); bfloat16's
 // narrowing, eleven integer operations per eight lanes in the AVX2 build, is one instruction here,
-// and some 40% faster (docs/notes/code_comment_figures.md, "Reduction builds").
+// and faster (docs/notes/code_comment_figures.md, "Reduction builds", has the figures).
 //
 // Why the same bits as the baseline build, as reduce_table.cc's AVX2 build: each element is one
 // operation on its own two operands whatever the vector width, nothing is reassociated, and this

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "collective_calls.h"
 #include "executor/communicator.h"
 #include "shared_memory_store.h"
 
@@ -38,6 +39,8 @@ using ring::Communicator;
 using ring::DType;
 using ring::PreparedCall;
 using ring::RedOp;
+using ring::testing_support::runAllReduce;
+using ring::testing_support::runBarrier;
 using Clock = std::chrono::steady_clock;
 
 CommOptions options(const char* name, int64_t mailboxBytes) {
@@ -94,9 +97,9 @@ int main(int argc, char** argv) {
     std::vector<float> data;
     auto call = [&](Communicator& c, int64_t bytes, const CallInfo& info) {
       if (bytes == 0) {
-        c.barrier(info);
+        runBarrier(c, info);
       } else {
-        c.allReduce(data.data(), bytes / 4, DType::Float32, RedOp::Sum, 1.0, info);
+        runAllReduce(c, data.data(), bytes / 4, DType::Float32, RedOp::Sum, 1.0, info);
       }
     };
     auto run = [&](int path, int64_t bytes, int count) {

@@ -9,6 +9,7 @@
 #include <functional>
 #include <vector>
 
+#include "collective_calls.h"
 #include "common/types.h"
 #include "executor/communicator.h"
 #include "float16_reference.h"

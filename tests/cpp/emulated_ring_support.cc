@@ -50,17 +50,17 @@ std::vector<char> cpuResult(const EmulatedCase& c, uint64_t seq, int rank, int w
   switch (c.kind) {
     case Collective::AllReduce:
       std::memcpy(out.data(), in.data(), in.size());
-      comm.allReduce(out.data(), c.count, c.dtype, c.op, factor, info);
+      runAllReduce(comm, out.data(), c.count, c.dtype, c.op, factor, info);
       break;
     case Collective::ReduceScatter:
-      comm.reduceScatter(in.data(), out.data(), c.count, c.dtype, c.op, factor, info);
+      runReduceScatter(comm, in.data(), out.data(), c.count, c.dtype, c.op, factor, info);
       break;
     case Collective::AllGather:
-      comm.allGather(in.data(), out.data(), c.count, c.dtype, info);
+      runAllGather(comm, in.data(), out.data(), c.count, c.dtype, info);
       break;
     default:
       std::memcpy(out.data(), in.data(), in.size());
-      comm.broadcast(out.data(), c.count, c.dtype, c.root, info);
+      runBroadcast(comm, out.data(), c.count, c.dtype, c.root, info);
       break;
   }
   (void)rank;

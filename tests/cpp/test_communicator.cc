@@ -87,7 +87,7 @@ TEST_P(CommunicatorInWorld, AllReduceMatchesClosedFormAndIsBitwiseIdenticalAcros
     for (size_t k = 0; k < cases.size(); ++k) {
       const ReduceCase& c = cases[k];
       auto data = buffer(c.t, c.count, [&](int64_t i) { return inputFor(c.t, c.op, r, i); });
-      comm.allReduce(data.data(), c.count, c.t, c.op, 0.5, call(k));
+      runAllReduce(comm, data.data(), c.count, c.t, c.op, 0.5, call(k));
       int64_t bad = firstMismatch(c.t, data.data(), c.count,
                                   [&](int64_t i) { return expectedFor(c.t, c.op, n, i); });
       EXPECT_EQ(bad, -1) << "n=" << n << " rank " << r << " " << dtypeName(c.t) << " "
@@ -126,7 +126,7 @@ TEST_P(CommunicatorInWorld, ReduceScatterReducesBlockRankIntoEachRank) {
         auto in = buffer(t, n * c, [&](int64_t j) { return inputFor(t, op, r, j); });
         const auto inBefore = in;
         auto out = buffer(t, c, [](int64_t) { return -99; });
-        comm.reduceScatter(in.data(), out.data(), c, t, op, 0.5, call(seq++));
+        runReduceScatter(comm, in.data(), out.data(), c, t, op, 0.5, call(seq++));
         EXPECT_EQ(firstMismatch(t, out.data(), c,
                                 [&](int64_t i) { return expectedFor(t, op, n, r * c + i); }), -1)
             << "n=" << n << " rank " << r << " count " << c << " " << dtypeName(t) << " "
@@ -151,12 +151,12 @@ TEST_P(CommunicatorInWorld, AllGatherCollectsEveryRanksBlockAlsoInPlace) {
       auto want = [&](int64_t j) { return value(static_cast<int>(j / c), j % c); };
       auto in = buffer(t, c, [&](int64_t i) { return value(r, i); });
       auto out = buffer(t, n * c, [](int64_t) { return -1; });
-      comm.allGather(in.data(), out.data(), c, t, call(seq++));
+      runAllGather(comm, in.data(), out.data(), c, t, call(seq++));
       EXPECT_EQ(firstMismatch(t, out.data(), n * c, want), -1) << "n=" << n << " c=" << c;
 
       auto inPlace = buffer(t, n * c, [&](int64_t j) { return j / c == r ? want(j) : -1; });
       const char* myBlock = inPlace.data() + r * c * static_cast<int64_t>(elementSize(t));
-      comm.allGather(myBlock, inPlace.data(), c, t, call(seq++));
+      runAllGather(comm, myBlock, inPlace.data(), c, t, call(seq++));
       EXPECT_EQ(firstMismatch(t, inPlace.data(), n * c, want), -1)
           << "in place, n=" << n << " c=" << c;
     }
@@ -174,7 +174,7 @@ TEST_P(CommunicatorInWorld, BroadcastFromEveryRoot) {
     for (int root = 0; root < n; ++root) {
       for (int64_t c : countsFor(n, false)) {
         auto data = buffer(t, c, [&](int64_t i) { return value(comm.rank(), i); });
-        comm.broadcast(data.data(), c, t, root, call(seq++));
+        runBroadcast(comm, data.data(), c, t, root, call(seq++));
         EXPECT_EQ(firstMismatch(t, data.data(), c, [&](int64_t i) { return value(root, i); }),
                   -1) << "n=" << n << " root " << root << " c=" << c << " rank " << comm.rank();
       }
@@ -196,7 +196,7 @@ TEST_P(CommunicatorInWorld, ReduceToEveryRootLeavesOtherOutputsUntouched) {
           auto in = buffer(t, c, [&](int64_t i) { return inputFor(t, op, r, i); });
           const auto inBefore = in;
           auto out = buffer(t, c, [](int64_t) { return -99; });
-          comm.reduce(in.data(), out.data(), c, t, op, 0.5, root, call(seq++));
+          runReduce(comm, in.data(), out.data(), c, t, op, 0.5, root, call(seq++));
           auto want = [&](int64_t i) { return r == root ? expectedFor(t, op, n, i) : -99; };
           EXPECT_EQ(firstMismatch(t, out.data(), c, want), -1)
               << "n=" << n << " root " << root << " c=" << c << " rank " << r << " "
@@ -221,7 +221,7 @@ TEST_P(CommunicatorInWorld, GatherAndScatterFromEveryRoot) {
       for (int64_t c : countsFor(n, false)) {
         auto in = buffer(DType::Int16, c, [&](int64_t i) { return gathered(r, i); });
         auto out = buffer(DType::Int16, n * c, [](int64_t) { return -7; });
-        comm.gather(in.data(), out.data(), c, DType::Int16, root, call(seq++));
+        runGather(comm, in.data(), out.data(), c, DType::Int16, root, call(seq++));
         auto want = [&](int64_t j) { return r == root ? gathered(int(j / c), j % c) : -7; };
         EXPECT_EQ(firstMismatch(DType::Int16, out.data(), n * c, want), -1)
             << "gather n=" << n << " root " << root << " c=" << c << " rank " << r;
@@ -230,7 +230,7 @@ TEST_P(CommunicatorInWorld, GatherAndScatterFromEveryRoot) {
           return r == root ? scattered(root, int(j / c), j % c) : -3;  // only the root's counts
         });
         auto mine = buffer(DType::Float64, c, [](int64_t) { return -5; });
-        comm.scatter(all.data(), mine.data(), c, DType::Float64, root, call(seq++));
+        runScatter(comm, all.data(), mine.data(), c, DType::Float64, root, call(seq++));
         EXPECT_EQ(firstMismatch(DType::Float64, mine.data(), c,
                                 [&](int64_t i) { return scattered(root, r, i); }), -1)
             << "scatter n=" << n << " root " << root << " c=" << c << " rank " << r;
@@ -291,10 +291,10 @@ TEST_P(CommunicatorInWorld, BarrierHoldsEveryRankUntilAllArrive) {
     for (uint64_t round = 0; round < 3; ++round) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10 * ((comm.rank() + round) % n)));
       arrived.fetch_add(1);
-      comm.barrier(call(round));
+      runBarrier(comm, call(round));
       EXPECT_GE(arrived.load(), static_cast<int>(round + 1) * n)
           << "rank " << comm.rank() << " left barrier " << round << " early";
-      comm.barrier(call(100 + round));  // nobody starts the next round's count early
+      runBarrier(comm, call(100 + round));  // nobody starts the next round's count early
     }
   });
   expectAllOk(outcomes);
@@ -324,15 +324,15 @@ TEST(Communicator, TwoSlotFifosSuffice) {
       const int r = comm.rank();
       const int64_t c = 5000;
       auto data = buffer(DType::Float32, c, [&](int64_t i) { return linearValue(r, i); });
-      comm.allReduce(data.data(), c, DType::Float32, RedOp::Sum, 1.0, call(0));
+      runAllReduce(comm, data.data(), c, DType::Float32, RedOp::Sum, 1.0, call(0));
       EXPECT_EQ(firstMismatch(DType::Float32, data.data(), c,
                               [&](int64_t i) { return linearSum(n, i); }), -1) << "n=" << n;
       auto in = buffer(DType::Float32, c, [&](int64_t i) { return r * 1e4 + i; });
       auto out = buffer(DType::Float32, n * c, [](int64_t) { return -1; });
-      comm.allGather(in.data(), out.data(), c, DType::Float32, call(1));
+      runAllGather(comm, in.data(), out.data(), c, DType::Float32, call(1));
       EXPECT_EQ(firstMismatch(DType::Float32, out.data(), n * c,
                               [&](int64_t j) { return (j / c) * 1e4 + j % c; }), -1) << "n=" << n;
-      comm.barrier(call(2));
+      runBarrier(comm, call(2));
     }, opts);
     expectAllOk(outcomes);
   }
@@ -345,7 +345,7 @@ TEST(Communicator, OneSlotFifosAreRefused) {
   opts.slots = 1;
   auto outcomes = runGroup(2, [&](Communicator& comm) {
     std::vector<float> data(100, 1.0f);
-    comm.allReduce(data.data(), 100, DType::Float32, RedOp::Sum, 1.0, call(0, 2s));
+    runAllReduce(comm, data.data(), 100, DType::Float32, RedOp::Sum, 1.0, call(0, 2s));
   }, opts);
   for (int r = 0; r < 2; ++r) {
     ASSERT_TRUE(threw<UsageError>(outcomes[r])) << "rank " << r << ": " << outcomes[r].message();
@@ -363,9 +363,9 @@ TEST(Communicator, SizeMismatchFailsBothRanksNamingBothSizes) {
   auto start = Clock::now();
   auto outcomes = runGroup(2, [&](Communicator& comm) {
     if (comm.rank() == 0) {
-      comm.allReduce(data0.data(), 1000, DType::Float32, RedOp::Sum, 1.0, call(0, 5s));
+      runAllReduce(comm, data0.data(), 1000, DType::Float32, RedOp::Sum, 1.0, call(0, 5s));
     } else {
-      comm.allReduce(data1.data(), 2000, DType::Float32, RedOp::Sum, 1.0, call(0, 5s));
+      runAllReduce(comm, data1.data(), 2000, DType::Float32, RedOp::Sum, 1.0, call(0, 5s));
     }
   });
   EXPECT_LT(Clock::now() - start, 5s) << "detected by the timeout, not by the check";
@@ -386,9 +386,9 @@ TEST(Communicator, DifferentCollectivesFailBothRanksBeforeTheTimeout) {
   auto outcomes = runGroup(2, [&](Communicator& comm) {
     std::vector<int64_t> data(64, comm.rank());
     if (comm.rank() == 0) {
-      comm.allReduce(data.data(), 64, DType::Int64, RedOp::Sum, 1.0, call(0, 5s));
+      runAllReduce(comm, data.data(), 64, DType::Int64, RedOp::Sum, 1.0, call(0, 5s));
     } else {
-      comm.broadcast(data.data(), 64, DType::Int64, 0, call(0, 5s));
+      runBroadcast(comm, data.data(), 64, DType::Int64, 0, call(0, 5s));
     }
   });
   EXPECT_LT(Clock::now() - start, 4s);

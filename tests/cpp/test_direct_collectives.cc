@@ -45,7 +45,7 @@ TEST(DirectAllReduce, FloatSumsFollowRankOrderAndAgreeBitwise) {
         [&](Communicator& comm) {
           std::vector<float> data(count);
           for (int64_t i = 0; i < count; ++i) data[i] = contribution(comm.rank(), i);
-          comm.allReduce(data.data(), count, DType::Float32, RedOp::Sum, 1.0, call(0));
+          runAllReduce(comm, data.data(), count, DType::Float32, RedOp::Sum, 1.0, call(0));
           result[static_cast<size_t>(comm.rank())] = data;
         },
         directOptions(256 * (n - 1), mailboxBytes));
@@ -78,7 +78,7 @@ TEST(DirectThreshold, AMessageOfExactlyTheLimitGoesDirect) {
     auto outcomes = runGroupEach(3, {directOptions(256), directOptions(512), directOptions(512)},
                                  [&](Communicator& comm) {
                                    std::vector<float> data(count, 1.0f);
-                                   comm.allReduce(data.data(), count, DType::Float32, RedOp::Sum,
+                                   runAllReduce(comm, data.data(), count, DType::Float32, RedOp::Sum,
                                                   1.0, call(0, std::chrono::seconds(5)));
                                    for (float v : data) ASSERT_EQ(v, 3.0f);
                                  });
@@ -106,7 +106,7 @@ TEST(DirectThreshold, RanksConfiguredDifferentlyFailWithAMismatchNotAHang) {
       const auto start = Clock::now();
       auto outcomes = runGroupEach(n, opts, [&](Communicator& comm) {
         std::vector<float> data(8, 1.0f);
-        comm.allReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0,
+        runAllReduce(comm, data.data(), 8, DType::Float32, RedOp::Sum, 1.0,
                        call(0, std::chrono::seconds(8)));
       });
       EXPECT_LT(Clock::now() - start, std::chrono::seconds(6))

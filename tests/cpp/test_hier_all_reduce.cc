@@ -130,7 +130,7 @@ TEST_P(EveryPlan, GivesTheClosedFormsOnEveryLayout) {
                                             " for ", bytes, " bytes"));
           }
           auto data = buffer(c.t, count, [&](int64_t i) { return inputFor(c.t, c.op, rank, i); });
-          comm.allReduce(data.data(), count, c.t, c.op, 0.5, call(seq++));
+          runAllReduce(comm, data.data(), count, c.t, c.op, 0.5, call(seq++));
           const int64_t bad = firstMismatch(c.t, data.data(), count, [&](int64_t i) {
             return expectedFor(c.t, c.op, n, i);
           });
@@ -175,7 +175,7 @@ TEST(TwoLevelAllReduce, FloatSumsAreTheSameBitsOnEveryRank) {
         Communicator comm(store, rank, n, hostOptions(l, rank, algo));
         std::vector<float> x(static_cast<size_t>(count));
         for (int64_t i = 0; i < count; ++i) x[static_cast<size_t>(i)] = value(rank, i);
-        comm.allReduce(x.data(), count, DType::Float32, RedOp::Sum, 1.0, call(0));
+        runAllReduce(comm, x.data(), count, DType::Float32, RedOp::Sum, 1.0, call(0));
         digest[static_cast<size_t>(rank)] = fingerprintBytes(x.data(), x.size() * sizeof(float));
         checkWithinFloatBound(x, n, value, "");
       });
@@ -200,7 +200,7 @@ TEST(TwoLevelAllReduce, MaxOfSignedZerosIsTheSameZeroOnEveryRank) {
         for (int64_t i = 0; i < count; ++i) {
           x[static_cast<size_t>(i)] = ((rank * 7 + i) >> (i % 3)) % 2 ? -0.0f : 0.0f;
         }
-        comm.allReduce(x.data(), count, DType::Float32, RedOp::Max, 1.0, call(0));
+        runAllReduce(comm, x.data(), count, DType::Float32, RedOp::Max, 1.0, call(0));
         results[static_cast<size_t>(rank)] = x;
       });
       for (int r = 0; r < n; ++r) {
@@ -282,14 +282,14 @@ TEST(TwoLevelAllReduce, RoundsOfSeveralHostsOnManyHosts) {
           }
           std::vector<float> x(static_cast<size_t>(count));
           for (int64_t i = 0; i < count; ++i) x[static_cast<size_t>(i)] = value(rank, i);
-          comm.allReduce(x.data(), count, DType::Float32, RedOp::Sum, 1.0, call(seq++));
+          runAllReduce(comm, x.data(), count, DType::Float32, RedOp::Sum, 1.0, call(seq++));
           digest[static_cast<size_t>(rank)].push_back(
               fingerprintBytes(x.data(), x.size() * sizeof(float)));
           checkWithinFloatBound(x, n, value, strCat(count, " floats, "));
           // Integers: the closed form exactly (every rank's contribution counted once).
           std::vector<int64_t> k(static_cast<size_t>(count));
           for (int64_t i = 0; i < count; ++i) k[static_cast<size_t>(i)] = (rank + 1) * 1000 + i;
-          comm.allReduce(k.data(), count, DType::Int64, RedOp::Sum, 1.0, call(seq++));
+          runAllReduce(comm, k.data(), count, DType::Int64, RedOp::Sum, 1.0, call(seq++));
           for (int64_t i = 0; i < count; ++i) {
             const int64_t want = 1000 * static_cast<int64_t>(n) * (n + 1) / 2 + n * i;
             if (k[static_cast<size_t>(i)] != want) {
@@ -332,7 +332,7 @@ TEST(TwoLevelAllReduce, AutoTakesTheRingItPricesLowerAndRunsIt) {
       }
       std::vector<float> x(static_cast<size_t>(count));
       for (int64_t i = 0; i < count; ++i) x[static_cast<size_t>(i)] = value(rank, i);
-      comm.allReduce(x.data(), count, DType::Float32, RedOp::Sum, 1.0, call(0));
+      runAllReduce(comm, x.data(), count, DType::Float32, RedOp::Sum, 1.0, call(0));
       checkWithinFloatBound(x, 4, value, "");
       digest[static_cast<size_t>(rank)].push_back(
           fingerprintBytes(x.data(), x.size() * sizeof(float)));

@@ -129,7 +129,7 @@ TEST_P(EveryGatherScatterPlan, AllGatherPutsRankRsInputInBlockR) {
                           static_cast<size_t>(count * es));
               in = output.data() + rank * count * es;
             }
-            comm.allGather(in, output.data(), count, t, call(seq++));
+            runAllGather(comm, in, output.data(), count, t, call(seq++));
             const int64_t bad = firstMismatch(t, output.data(), count * n, [&](int64_t g) {
               return gathered(static_cast<int>(g / count), g % count, thisCall);
             });
@@ -168,7 +168,7 @@ TEST_P(EveryGatherScatterPlan, ReduceScatterGivesRankRTheReductionOfBlockR) {
           auto input = buffer(t, count * n, [&](int64_t g) { return inputFor(t, op, rank, g); });
           const auto untouched = input;
           auto output = buffer(t, count, [](int64_t) { return 7; });
-          comm.reduceScatter(input.data(), output.data(), count, t, op, 0.5, call(seq++));
+          runReduceScatter(comm, input.data(), output.data(), count, t, op, 0.5, call(seq++));
           const int64_t bad = firstMismatch(t, output.data(), count, [&](int64_t i) {
             return expectedFor(t, op, n, rank * count + i);
           });
@@ -198,7 +198,7 @@ TEST_P(EveryGatherScatterPlan, BroadcastLeavesTheRootsBufferEverywhere) {
           auto data = buffer(DType::Int32, count, [&](int64_t i) {
             return rank == root ? root * 1000 + i : -1;
           });
-          comm.broadcast(data.data(), count, DType::Int32, root, call(seq++));
+          runBroadcast(comm, data.data(), count, DType::Int32, root, call(seq++));
           const int64_t bad = firstMismatch(DType::Int32, data.data(), count,
                                             [&](int64_t i) { return root * 1000 + i; });
           if (bad >= 0) throw std::runtime_error(strCat("root ", root, ": element ", bad));
@@ -229,7 +229,7 @@ TEST(TwoLevelReduceScatter, FloatSumsAreWithinTheBoundOfTheExactSum) {
       Communicator comm(store, rank, n, hostOptions(l, rank, "hier_ring"));
       std::vector<float> x(static_cast<size_t>(count * n)), y(static_cast<size_t>(count));
       for (int64_t g = 0; g < count * n; ++g) x[static_cast<size_t>(g)] = value(rank, g);
-      comm.reduceScatter(x.data(), y.data(), count, DType::Float32, RedOp::Sum, 1.0, call(0));
+      runReduceScatter(comm, x.data(), y.data(), count, DType::Float32, RedOp::Sum, 1.0, call(0));
       for (int64_t i = 0; i < count; ++i) {
         double exact = 0, magnitude = 0;
         for (int r = 0; r < n; ++r) {
@@ -299,14 +299,14 @@ TEST(TwoLevelPlans, SendWhereThePlanSays) {
       const int64_t count = 600;  // several slices of every part
       std::vector<float> in(static_cast<size_t>(count * n), 1.0f), outBuf(in.size());
       auto before = sentSoFar(comm);
-      comm.allGather(in.data(), outBuf.data(), count, DType::Float32, call(0));
+      runAllGather(comm, in.data(), outBuf.data(), count, DType::Float32, call(0));
       got[static_cast<size_t>(rank)] = sentTo(comm, before);
       before = sentSoFar(comm);
-      comm.reduceScatter(in.data(), outBuf.data(), count, DType::Float32, RedOp::Sum, 1.0,
+      runReduceScatter(comm, in.data(), outBuf.data(), count, DType::Float32, RedOp::Sum, 1.0,
                          call(1));
       got[static_cast<size_t>(rank)].push_back(sentTo(comm, before)[0]);
       before = sentSoFar(comm);
-      comm.broadcast(in.data(), count, DType::Float32, 0, call(2));
+      runBroadcast(comm, in.data(), count, DType::Float32, 0, call(2));
       got[static_cast<size_t>(rank)].push_back(sentTo(comm, before)[0]);
     });
     expectEveryRankOk(out, e.algo);
@@ -345,10 +345,10 @@ TEST(TwoLevelPlans, UnequalHostsSendThroughTheirLeaders) {
       const int64_t count = 600;  // several slices of every part
       std::vector<float> in(static_cast<size_t>(count * n), 1.0f), outBuf(in.size());
       auto before = sentSoFar(comm);
-      comm.allGather(in.data(), outBuf.data(), count, DType::Float32, call(0));
+      runAllGather(comm, in.data(), outBuf.data(), count, DType::Float32, call(0));
       gathered[static_cast<size_t>(rank)] = sentTo(comm, before);
       before = sentSoFar(comm);
-      comm.reduceScatter(in.data(), outBuf.data(), count, DType::Float32, RedOp::Sum, 1.0,
+      runReduceScatter(comm, in.data(), outBuf.data(), count, DType::Float32, RedOp::Sum, 1.0,
                          call(1));
       scattered[static_cast<size_t>(rank)] = sentTo(comm, before);
     });
@@ -377,7 +377,7 @@ TEST(TwoLevelReduceScatter, CountsEveryRankOnce) {
         for (int64_t g = 0; g < count * n; ++g) {
           x[static_cast<size_t>(g)] = (int64_t{1} << rank) + g * 4096;
         }
-        comm.reduceScatter(x.data(), y.data(), count, DType::Int64, RedOp::Sum, 1.0, call(0));
+        runReduceScatter(comm, x.data(), y.data(), count, DType::Int64, RedOp::Sum, 1.0, call(0));
         for (int64_t i = 0; i < count; ++i) {
           const int64_t want = ((int64_t{1} << n) - 1) + n * (rank * count + i) * 4096;
           if (y[static_cast<size_t>(i)] != want) {
@@ -402,7 +402,7 @@ TEST(TwoLevelPlans, ABroadcastWithAnotherRootFailsWithAMismatchNotAHang) {
   auto out = runRanks(4, [&](int rank) {
     Communicator comm(store, rank, 4, hostOptions(l, rank, "auto"));
     std::vector<int32_t> x(100, rank);
-    comm.broadcast(x.data(), 100, DType::Int32, rank == 3 ? 1 : 0,
+    runBroadcast(comm, x.data(), 100, DType::Int32, rank == 3 ? 1 : 0,
                    CallInfo{0, std::chrono::seconds(8)});
   });
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(6)) << "ended by the timeout";

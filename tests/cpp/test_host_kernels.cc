@@ -268,16 +268,16 @@ RankResult runCase(const KernelCase& c, uint64_t id, uint64_t seq, int rank, Hos
     } else {
       switch (c.kind) {
         case Collective::AllReduce:
-          comm.allReduce(outPtr, count, c.dtype, c.op, factor, info);
+          runAllReduce(comm, outPtr, count, c.dtype, c.op, factor, info);
           break;
         case Collective::ReduceScatter:
-          comm.reduceScatter(in, outPtr, count, c.dtype, c.op, factor, info);
+          runReduceScatter(comm, in, outPtr, count, c.dtype, c.op, factor, info);
           break;
         case Collective::AllGather:
-          comm.allGather(in, outPtr, count, c.dtype, info);
+          runAllGather(comm, in, outPtr, count, c.dtype, info);
           break;
         default:
-          comm.broadcast(outPtr, count, c.dtype, c.root, info);
+          runBroadcast(comm, outPtr, count, c.dtype, c.root, info);
           break;
       }
     }
@@ -395,7 +395,7 @@ TEST(HostKernelFailures, AMismatchReadsAsTheCpuPathsMessage) {
       Communicator comm(store, rank, n, smallSlotOptions());
       std::vector<float> data(static_cast<size_t>(countOf(rank)), 1.0f);
       try {
-        comm.allReduce(data.data(), countOf(rank), DType::Float32, RedOp::Sum, 1.0,
+        runAllReduce(comm, data.data(), countOf(rank), DType::Float32, RedOp::Sum, 1.0,
                        call(seq, std::chrono::seconds(5)));
       } catch (const CommError& e) {
         cpuText[rank] = e.what();

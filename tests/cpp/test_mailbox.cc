@@ -62,7 +62,7 @@ TEST(MailboxRounds, AllReduceMatchesTheClosedFormAtEveryLineEdge) {
               // uint8 wraps: keep its sums below 256 with MAX.
               const RedOp op = t == DType::UInt8 ? RedOp::Max : RedOp::Sum;
               auto data = buffer(t, count, [&](int64_t i) { return input(comm.rank(), i, c); });
-              comm.allReduce(data.data(), count, t, op, 1.0, call(static_cast<uint64_t>(c)));
+              runAllReduce(comm, data.data(), count, t, op, 1.0, call(static_cast<uint64_t>(c)));
               const int64_t bad = firstMismatch(t, data.data(), count, [&](int64_t i) {
                 double acc = 0;
                 for (int r = 0; r < n; ++r) {
@@ -88,8 +88,8 @@ TEST(MailboxRounds, OffMeansTheFifos) {
       3,
       [&](Communicator& comm) {
         std::vector<float> data(16, 1.0f);
-        comm.allReduce(data.data(), 16, DType::Float32, RedOp::Sum, 1.0, call(0));
-        comm.barrier(call(1));
+        runAllReduce(comm, data.data(), 16, DType::Float32, RedOp::Sum, 1.0, call(0));
+        runBarrier(comm, call(1));
         EXPECT_EQ(data[15], 3.0f);
         EXPECT_GT(fifoMessagesSent(comm), 0u);
       },
@@ -113,7 +113,7 @@ TEST(MailboxRounds, ManyRoundsWithRanksAtDifferentSpeeds) {
               data[static_cast<size_t>(i)] = static_cast<float>(input(comm.rank(), i, c));
             }
             if (rng() % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
-            comm.allReduce(data.data(), count, DType::Float32, RedOp::Sum, 1.0,
+            runAllReduce(comm, data.data(), count, DType::Float32, RedOp::Sum, 1.0,
                            call(static_cast<uint64_t>(c)));
             for (int64_t i = 0; i < count; ++i) {
               double want = 0;
@@ -141,22 +141,22 @@ TEST(MailboxRounds, InterleavedWithRingCollectivesAndAllGathers) {
           const int64_t count = c % 2 == 0 ? 33 : 30000;  // 30000 floats: past the mailbox
           std::vector<float> data(static_cast<size_t>(count));
           for (int64_t i = 0; i < count; ++i) data[i] = static_cast<float>(input(me, i, c));
-          comm.allReduce(data.data(), count, DType::Float32, RedOp::Sum, 1.0, call(seq++));
+          runAllReduce(comm, data.data(), count, DType::Float32, RedOp::Sum, 1.0, call(seq++));
           for (int64_t i = 0; i < count; i += 7) {
             ASSERT_EQ(data[i], static_cast<float>(input(0, i, c) + input(1, i, c) + input(2, i, c)));
           }
           std::vector<int32_t> b(5, me == c % n ? c : -1);
-          comm.broadcast(b.data(), 5, DType::Int32, c % n, call(seq++));
+          runBroadcast(comm, b.data(), 5, DType::Int32, c % n, call(seq++));
           ASSERT_EQ(b[4], c);
           const int64_t per = 1 + c % 20;
           std::vector<int64_t> gathered(static_cast<size_t>(per * n), -1);
           std::vector<int64_t> part(static_cast<size_t>(per));
           for (int64_t i = 0; i < per; ++i) part[i] = me * 1000 + i + c;
           if (c % 2 == 0) {
-            comm.allGather(part.data(), gathered.data(), per, DType::Int64, call(seq++));
+            runAllGather(comm, part.data(), gathered.data(), per, DType::Int64, call(seq++));
           } else {
             std::memcpy(gathered.data() + me * per, part.data(), per * sizeof(int64_t));
-            comm.allGather(gathered.data() + me * per, gathered.data(), per, DType::Int64,
+            runAllGather(comm, gathered.data() + me * per, gathered.data(), per, DType::Int64,
                            call(seq++));
           }
           for (int r = 0; r < n; ++r) {
@@ -164,7 +164,7 @@ TEST(MailboxRounds, InterleavedWithRingCollectivesAndAllGathers) {
           }
           std::vector<float> whole(static_cast<size_t>(n * 100), static_cast<float>(me + 1));
           std::vector<float> mine(100);
-          comm.reduceScatter(whole.data(), mine.data(), 100, DType::Float32, RedOp::Sum, 1.0,
+          runReduceScatter(comm, whole.data(), mine.data(), 100, DType::Float32, RedOp::Sum, 1.0,
                              call(seq++));
           ASSERT_EQ(mine[99], 6.0f);
         }
@@ -188,7 +188,7 @@ TEST(MailboxRounds, CallsThatShareASequenceNumberAreRoundsOfTheirOwn) {
               std::vector<int32_t> part(static_cast<size_t>(per) + 1);
               for (int64_t i = 0; i < per; ++i) part[i] = static_cast<int32_t>(me * 7 + i + seq);
               std::vector<int32_t> all(static_cast<size_t>(per * n) + 1, -1);
-              comm.allGather(part.data(), all.data(), per, DType::Int32, call(seq));
+              runAllGather(comm, part.data(), all.data(), per, DType::Int32, call(seq));
               for (int r = 0; r < n; ++r) {
                 for (int64_t i = 0; i < per; ++i) {
                   ASSERT_EQ(all[r * per + i], static_cast<int32_t>(r * 7 + i + seq))
@@ -213,9 +213,9 @@ TEST(MailboxRounds, BarrierWaitsForEveryRank) {
           for (int round = 0; round < 5; ++round) {
             std::this_thread::sleep_for(std::chrono::milliseconds(3 * comm.rank()));
             entered.fetch_add(1);
-            comm.barrier(call(static_cast<uint64_t>(round)));
+            runBarrier(comm, call(static_cast<uint64_t>(round)));
             ASSERT_GE(entered.load(), n * (round + 1)) << "round " << round;
-            comm.barrier(call(static_cast<uint64_t>(100 + round)));  // all have checked
+            runBarrier(comm, call(static_cast<uint64_t>(100 + round)));  // all have checked
           }
           EXPECT_EQ(fifoMessagesSent(comm), 0u);
         },
@@ -242,15 +242,15 @@ TEST(MailboxRounds, RanksThatDisagreeFailWithAMismatchOnEveryRank) {
               const auto c = call(0, std::chrono::seconds(8));
               if (mine == SmallAllReduce || mine == OtherCountAllReduce) {
                 const int64_t count = mine == SmallAllReduce ? 10 : 11;
-                comm.allReduce(data.data(), count, DType::Float32, RedOp::Sum, 1.0, c);
+                runAllReduce(comm, data.data(), count, DType::Float32, RedOp::Sum, 1.0, c);
               } else if (mine == Broadcast) {
-                comm.broadcast(data.data(), 10, DType::Float32, 0, c);
+                runBroadcast(comm, data.data(), 10, DType::Float32, 0, c);
               } else {
-                comm.allReduce(data.data(), 30000, DType::Float32, RedOp::Sum, 1.0, c);
+                runAllReduce(comm, data.data(), 30000, DType::Float32, RedOp::Sum, 1.0, c);
               }
               // A rank whose call completed (a broadcast's root only sends) learns of the
               // failure in its next one.
-              comm.barrier(call(1, std::chrono::seconds(8)));
+              runBarrier(comm, call(1, std::chrono::seconds(8)));
             },
             mailboxOptions(n));
         const std::string what = strCat("n=", n, " odd call ", static_cast<int>(odd), " on rank ",
@@ -280,11 +280,11 @@ TEST(MailboxRounds, APeerThatSentThroughAFifoAndWentIdleIsAMismatch) {
       [&](Communicator& comm) {
         std::vector<float> data(10, 1.0f), all(20);
         if (comm.rank() == 1) {
-          comm.gather(data.data(), all.data(), 10, DType::Float32, 0, call(0));
+          runGather(comm, data.data(), all.data(), 10, DType::Float32, 0, call(0));
           std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // alive, idle
           return;
         }
-        comm.allReduce(data.data(), 10, DType::Float32, RedOp::Sum, 1.0,
+        runAllReduce(comm, data.data(), 10, DType::Float32, RedOp::Sum, 1.0,
                        call(0, std::chrono::seconds(8)));
       },
       mailboxOptions(2));
@@ -309,7 +309,7 @@ TEST(MailboxRounds, APeerThatNeverComesEndsInATimeoutNamingIt) {
         std::vector<float> data(10, 1.0f);
         const auto start = Clock::now();
         try {
-          comm.allReduce(data.data(), 10, DType::Float32, RedOp::Sum, 1.0,
+          runAllReduce(comm, data.data(), 10, DType::Float32, RedOp::Sum, 1.0,
                          call(0, std::chrono::milliseconds(300)));
         } catch (const TimeoutError& e) {
           EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(300));
@@ -338,7 +338,7 @@ TEST(MailboxRounds, AbortEndsAWaitInARound) {
         });
         std::vector<float> data(10, 1.0f);
         const auto start = Clock::now();
-        EXPECT_THROW(comm.allReduce(data.data(), 10, DType::Float32, RedOp::Sum, 1.0,
+        EXPECT_THROW(runAllReduce(comm, data.data(), 10, DType::Float32, RedOp::Sum, 1.0,
                                     call(0, std::chrono::seconds(10))),
                      CommError);
         EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));

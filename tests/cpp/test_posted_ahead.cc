@@ -78,7 +78,7 @@ TEST(PostedAhead, AllReduceMatchesItsDefinitionWhoeverPostsAhead) {
               if (rng() % 8 == 0) {
                 std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
               }
-              comm.allReduce(data.data(), count, k.t, k.op, k.factor, info);
+              runAllReduce(comm, data.data(), count, k.t, k.op, k.factor, info);
               const int64_t bad = firstMismatch(k.t, data.data(), count, [&](int64_t i) {
                 double acc = k.op == RedOp::Max ? -1e9 : 0.0;
                 for (int r = 0; r < n; ++r) {
@@ -136,7 +136,7 @@ TEST(PostedAhead, AllGatherMatchesItsDefinitionWhoeverPostsAhead) {
                                           CollectiveArgs::allGather(count, DType::Float32), in,
                                           out.data(), &prepared);
             }
-            comm.allGather(in, out.data(), count, DType::Float32, info);
+            runAllGather(comm, in, out.data(), count, DType::Float32, info);
             for (int r = 0; r < n; ++r) {
               for (int64_t i = 0; i < count; ++i) {
                 ASSERT_EQ(out[static_cast<size_t>(r * count + i)],
@@ -168,9 +168,9 @@ TEST(PostedAhead, BarrierWaitsForEveryRank) {
               info = announceAndPostAhead(comm, info, CollectiveArgs::barrier(), nullptr, nullptr,
                                           &prepared);
             }
-            comm.barrier(info);
+            runBarrier(comm, info);
             ASSERT_GE(entered.load(), n * (round + 1)) << "round " << round;
-            comm.barrier(call(static_cast<uint64_t>(2 * round + 1)));  // all have checked
+            runBarrier(comm, call(static_cast<uint64_t>(2 * round + 1)));  // all have checked
           }
         },
         threePathOptions(n));
@@ -198,7 +198,7 @@ TEST(PostedAhead, AskingLooksAtThePeersPostsThenAtTheirAnnouncements) {
           while (stage.load() < 3) std::this_thread::yield();
           ASSERT_TRUE(comm.post(p, data.data(), data.data()));
           stage.store(4);
-          comm.allReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, info);
+          runAllReduce(comm, data.data(), 8, DType::Float32, RedOp::Sum, 1.0, info);
         } else {
           comm.announceIssued(1);
           ASSERT_TRUE(comm.post(p, data.data(), data.data()));
@@ -211,7 +211,7 @@ TEST(PostedAhead, AskingLooksAtThePeersPostsThenAtTheirAnnouncements) {
           stage.store(3);
           while (stage.load() < 4) std::this_thread::yield();
           EXPECT_TRUE(comm.allIssued(1, std::chrono::microseconds(0), &p));
-          comm.allReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, info);
+          runAllReduce(comm, data.data(), 8, DType::Float32, RedOp::Sum, 1.0, info);
         }
         for (float v : data) EXPECT_EQ(v, 3.0f) << "rank " << comm.rank();
       },
@@ -238,13 +238,13 @@ TEST(PostedAhead, RanksThatDisagreeStillFailWithAMismatchOnEveryRank) {
               const CallInfo planned = announceAndPostAhead(
                   comm, info, CollectiveArgs::allReduce(count, DType::Float32, RedOp::Sum, 1.0),
                   data.data(), data.data(), &prepared);
-              comm.allReduce(data.data(), count, DType::Float32, RedOp::Sum, 1.0, planned);
+              runAllReduce(comm, data.data(), count, DType::Float32, RedOp::Sum, 1.0, planned);
             } else if (odd == Broadcast) {
-              comm.broadcast(data.data(), 10, DType::Float32, 0, info);
+              runBroadcast(comm, data.data(), 10, DType::Float32, 0, info);
             } else {
-              comm.allReduce(data.data(), 30000, DType::Float32, RedOp::Sum, 1.0, info);
+              runAllReduce(comm, data.data(), 30000, DType::Float32, RedOp::Sum, 1.0, info);
             }
-            comm.barrier(call(1, std::chrono::seconds(8)));
+            runBarrier(comm, call(1, std::chrono::seconds(8)));
           },
           threePathOptions(2));
       const std::string what = strCat("odd call ", static_cast<int>(odd), " on rank ", oddRank);
@@ -275,7 +275,7 @@ TEST(PostedAhead, NothingIsPostedIntoABrokenGroup) {
         if (comm.rank() == 0) {
           ASSERT_TRUE(comm.post(p, data.data(), data.data()));
           stage.store(1);
-          comm.allReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, info);
+          runAllReduce(comm, data.data(), 8, DType::Float32, RedOp::Sum, 1.0, info);
           return;
         }
         while (stage.load() < 1) std::this_thread::yield();
@@ -301,7 +301,7 @@ TEST(PostedAhead, APostForAnotherCallIsNamed) {
         PreparedCall p =
             comm.prepare(CollectiveArgs::allReduce(8, DType::Float32, RedOp::Sum, 1.0), 0);
         ASSERT_TRUE(comm.post(p, data.data(), data.data()));
-        comm.allReduce(data.data(), 8, DType::Float32, RedOp::Sum, 1.0, call(1));
+        runAllReduce(comm, data.data(), 8, DType::Float32, RedOp::Sum, 1.0, call(1));
       },
       threePathOptions(2));
   EXPECT_TRUE(outcomes[1].ok()) << outcomes[1].message();

@@ -3,7 +3,7 @@
 // over one input and one output. Ranks as threads over shared memory, each result checked
 // against the collective's definition (torch.distributed's documentation: all_reduce, the
 // all_gather into one tensor, the reduce_scatter of one tensor, broadcast, reduce, gather into
-// one tensor, scatter, barrier),
+// one tensor, scatter, barrier, and ReduceOp's PREMUL_SUM and AVG), on one rank and more,
 // through the mailbox, a direct round and the ring; a call that runs with another call's plan is
 // named.
 #include <gtest/gtest.h>
@@ -26,7 +26,7 @@ float value(int rank, int64_t i) { return static_cast<float>((rank * 5 + i * 3) 
 TEST(PreparedCall, EachCollectiveRunsAsItsDefinition) {
   // Elements per rank's buffer (or part): through the mailbox, a direct round, the ring.
   const std::vector<int64_t> counts = {16, 3000, 40000};
-  for (int n : {2, 3}) {
+  for (int n : {1, 2, 3}) {
     std::atomic<int> leftBarrier{0};
     auto outcomes = runGroup(
         n,
@@ -104,6 +104,63 @@ TEST(PreparedCall, EachCollectiveRunsAsItsDefinition) {
   }
 }
 
+// PREMUL_SUM and AVG, done once around every reducing collective's plan (Communicator::run),
+// on one rank and on three, checked against their definitions in torch.distributed's
+// ReduceOp: PREMUL_SUM multiplies each rank's input by the factor before the sum, AVG divides
+// the sum by the group's size; the inputs of reduce_scatter and reduce stay as they were.
+// Small integers: every sum is exact, whatever its order.
+TEST(PreparedCall, PremulSumAndAvgFollowTheirDefinitionOnOneRankAndOnThree) {
+  const int64_t count = 3000;  // past one slot: the ring on three ranks
+  const double factor = 3.0;
+  for (int n : {1, 3}) {
+    auto outcomes = runGroup(
+        n,
+        [&](Communicator& comm) {
+          const int me = comm.rank();
+          uint64_t seq = 0;
+          const auto runPrepared = [&](const CollectiveArgs& args, const void* in, void* out) {
+            comm.run(comm.prepare(args, seq), in, out, call(seq));
+            ++seq;
+          };
+          for (const RedOp op : {RedOp::PreMulSum, RedOp::Avg}) {
+            const std::string at = strCat("n=", n, " ", redOpName(op), " rank ", me);
+            std::vector<float> blocks(static_cast<size_t>(n * count));
+            for (int64_t i = 0; i < n * count; ++i) blocks[static_cast<size_t>(i)] = value(me, i);
+            const std::vector<float> input = blocks;
+
+            std::vector<float> whole(blocks.begin(), blocks.begin() + count);
+            runPrepared(CollectiveArgs::allReduce(count, DType::Float32, op, factor), nullptr,
+                        whole.data());
+            std::vector<float> part(static_cast<size_t>(count), -9.0f);
+            runPrepared(CollectiveArgs::reduceScatter(count, DType::Float32, op, factor),
+                        blocks.data(), part.data());
+            std::vector<float> atRoot(static_cast<size_t>(count), -9.0f);
+            runPrepared(CollectiveArgs::reduce(count, DType::Float32, op, factor, 0),
+                        blocks.data(), atRoot.data());
+            ASSERT_EQ(blocks, input) << "reduce_scatter or reduce wrote its input, " << at;
+
+            const auto defined = [&](int64_t i) {
+              float total = 0;
+              for (int r = 0; r < n; ++r) {
+                total += op == RedOp::PreMulSum ? static_cast<float>(factor) * value(r, i)
+                                                : value(r, i);
+              }
+              return op == RedOp::Avg ? total / static_cast<float>(n) : total;
+            };
+            for (int64_t i = 0; i < count; ++i) {
+              const size_t k = static_cast<size_t>(i);
+              ASSERT_EQ(whole[k], defined(i)) << "all_reduce " << at << " element " << i;
+              ASSERT_EQ(part[k], defined(me * count + i))
+                  << "reduce_scatter " << at << " element " << i;
+              if (me == 0) ASSERT_EQ(atRoot[k], defined(i)) << "reduce " << at << " element " << i;
+            }
+          }
+        },
+        threePathOptions(n));
+    for (int r = 0; r < n; ++r) ASSERT_TRUE(outcomes[r].ok()) << outcomes[r].message();
+  }
+}
+
 // What the plan was chosen for is what runs: a call handed another call's plan (another
 // count, another sequence) is named, on the rank that made the mistake, before any message.
 TEST(PreparedCall, ACallRunWithAnotherCallsPlanIsNamed) {
@@ -116,7 +173,7 @@ TEST(PreparedCall, ACallRunWithAnotherCallsPlanIsNamed) {
             comm.prepare(CollectiveArgs::allReduce(8, DType::Float32, RedOp::Sum, 1.0), 0);
         CallInfo info = call(0);
         info.prepared = &p;
-        comm.allReduce(data.data(), 9, DType::Float32, RedOp::Sum, 1.0, info);
+        runAllReduce(comm, data.data(), 9, DType::Float32, RedOp::Sum, 1.0, info);
       },
       threePathOptions(2));
   EXPECT_TRUE(threw<RingError>(outcomes[0])) << outcomes[0].message();

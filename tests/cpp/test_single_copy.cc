@@ -32,6 +32,10 @@ using testing_support::MemoryStore;
 using testing_support::runGroup;
 using testing_support::runRanks;
 using testing_support::smallSlotOptions;
+using testing_support::runAllGather;
+using testing_support::runAllReduce;
+using testing_support::runBroadcast;
+using testing_support::runReduceScatter;
 
 // Why a test may skip: qemu-user, which runs the aarch64 build's tests here, answers
 // process_vm_readv with ENOSYS. There a rank reads no peer, lends nothing and is lent nothing
@@ -256,17 +260,17 @@ Outputs runCollectives(int n, int64_t singleCopy) {
         uint64_t seq = 0;
         std::vector<float> sum(kCount), avg(kCount);
         for (int64_t i = 0; i < kCount; ++i) sum[i] = avg[i] = valueAt(r, i);
-        comm.allReduce(sum.data(), kCount, DType::Float32, RedOp::Sum, 1.0, call(seq++));
-        comm.allReduce(avg.data(), kCount, DType::Float32, RedOp::Avg, 1.0, call(seq++));
+        runAllReduce(comm, sum.data(), kCount, DType::Float32, RedOp::Sum, 1.0, call(seq++));
+        runAllReduce(comm, avg.data(), kCount, DType::Float32, RedOp::Avg, 1.0, call(seq++));
         std::vector<float> gathered(static_cast<size_t>(kCount * n));
-        comm.allGather(sum.data(), gathered.data(), kCount, DType::Float32, call(seq++));
+        runAllGather(comm, sum.data(), gathered.data(), kCount, DType::Float32, call(seq++));
         std::vector<float> bcast(kCount);
         for (int64_t i = 0; i < kCount; ++i) bcast[i] = r == 1 ? valueAt(7, i) : -1.0f;
-        comm.broadcast(bcast.data(), kCount, DType::Float32, 1, call(seq++));
+        runBroadcast(comm, bcast.data(), kCount, DType::Float32, 1, call(seq++));
         std::vector<float> scattered(kCount / n);
         std::vector<float> whole(static_cast<size_t>(kCount / n * n));
         for (size_t i = 0; i < whole.size(); ++i) whole[i] = valueAt(r, static_cast<int64_t>(i));
-        comm.reduceScatter(whole.data(), scattered.data(), kCount / n, DType::Float32, RedOp::Sum,
+        runReduceScatter(comm, whole.data(), scattered.data(), kCount / n, DType::Float32, RedOp::Sum,
                            1.0, call(seq++));
         for (const auto* v : {&sum, &avg, &gathered, &bcast, &scattered}) {
           keep.insert(keep.end(), v->begin(), v->end());
@@ -318,7 +322,7 @@ TEST(SingleCopyCollectives, MoveExactlyTheSendersData) {
         const int r = comm.rank();
         std::vector<int32_t> mine(kCount), all(static_cast<size_t>(kCount * n));
         for (int64_t i = 0; i < kCount; ++i) mine[i] = static_cast<int32_t>(r * 1000003 + i);
-        comm.allGather(mine.data(), all.data(), kCount, DType::Int32, call(0));
+        runAllGather(comm, mine.data(), all.data(), kCount, DType::Int32, call(0));
         for (int k = 0; k < n; ++k) {
           for (int64_t i = 0; i < kCount; ++i) {
             ASSERT_EQ(all[static_cast<size_t>(k * kCount + i)], k * 1000003 + i)
@@ -326,7 +330,7 @@ TEST(SingleCopyCollectives, MoveExactlyTheSendersData) {
           }
         }
         for (int64_t i = 0; i < kCount; ++i) mine[i] = r == 2 ? static_cast<int32_t>(~i) : 0;
-        comm.broadcast(mine.data(), kCount, DType::Int32, 2, call(1));
+        runBroadcast(comm, mine.data(), kCount, DType::Int32, 2, call(1));
         for (int64_t i = 0; i < kCount; ++i) ASSERT_EQ(mine[i], ~i) << "rank " << r;
         EXPECT_GT(lentReadFromPrev(comm), 0u);
       },
@@ -351,7 +355,7 @@ TEST(SingleCopyCollectives, ASenderReturnsOnlyAfterItsDataWasRead) {
         int64_t wrong = 0;
         for (int round = 0; round < kRounds; ++round) {
           std::fill(data.begin(), data.end(), r == 0 ? static_cast<uint8_t>(round + 1) : 0);
-          comm.broadcast(data.data(), kCount, DType::UInt8, 0, call(static_cast<uint64_t>(round)));
+          runBroadcast(comm, data.data(), kCount, DType::UInt8, 0, call(static_cast<uint64_t>(round)));
           if (r == 0) {
             std::fill(data.begin(), data.end(), 0xEE);  // the caller's next use of its buffer
           } else {
@@ -385,10 +389,10 @@ TEST(SingleCopyCollectives, TwoLevelPlansMatchTheSlotPathBitForBit) {
         Communicator comm(store, rank, n, o);
         std::vector<float> x(kCount), gathered(static_cast<size_t>(kCount * n));
         for (int64_t i = 0; i < kCount; ++i) x[i] = valueAt(rank, i);
-        comm.allReduce(x.data(), kCount, DType::Float32, RedOp::Sum, 1.0, call(0));
-        comm.allGather(x.data(), gathered.data(), kCount, DType::Float32, call(1));
+        runAllReduce(comm, x.data(), kCount, DType::Float32, RedOp::Sum, 1.0, call(0));
+        runAllGather(comm, x.data(), gathered.data(), kCount, DType::Float32, call(1));
         std::vector<float> part(kCount / n);
-        comm.reduceScatter(gathered.data(), part.data(), kCount / n, DType::Float32, RedOp::Sum,
+        runReduceScatter(comm, gathered.data(), part.data(), kCount / n, DType::Float32, RedOp::Sum,
                            1.0, call(2));
         std::vector<float>& keep = kept[lend][static_cast<size_t>(rank)];
         for (const auto* v : {&x, &gathered, &part}) keep.insert(keep.end(), v->begin(), v->end());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm_test_support.h"
+#include "collective_calls.h"
 #include "executor/communicator.h"
 #include "executor/straggler_stats.h"
 #include "memory_store.h"
@@ -18,6 +19,8 @@
 
 namespace ring {
 namespace {
+
+using namespace testing_support;
 
 constexpr int64_t kMs = 1000 * 1000;
 
@@ -74,7 +77,7 @@ TEST(StragglerStats, TheCommunicatorsSeeALateRank) {
       if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
       comm.announceIssued(seq + 1);
       CallInfo c{seq, std::chrono::milliseconds(10000)};
-      comm.allReduce(data.data(), static_cast<int64_t>(data.size()), DType::Float32, RedOp::Sum,
+      runAllReduce(comm, data.data(), static_cast<int64_t>(data.size()), DType::Float32, RedOp::Sum,
                      1.0, c);
     }
     // The report reads what the batches have not: every collective that every rank issued.
@@ -103,7 +106,7 @@ TEST(StragglerStats, TheReportCoversMoreCollectivesThanTheTransportKeeps) {
     for (uint64_t seq = 0; seq < kCalls; ++seq) {
       comm.announceIssued(seq + 1);
       CallInfo c{seq, std::chrono::milliseconds(10000)};
-      comm.allReduce(data.data(), static_cast<int64_t>(data.size()), DType::Float32, RedOp::Sum,
+      runAllReduce(comm, data.data(), static_cast<int64_t>(data.size()), DType::Float32, RedOp::Sum,
                      1.0, c);
     }
     reports[rank] = comm.stragglerReport(1.0);

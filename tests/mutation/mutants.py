@@ -411,14 +411,14 @@ MUTANTS = [
            why="AVG divides once, when the hosts' sums meet; dividing each host's sum too "
                "divides twice"),
     Mutant("broadcast_root_taken_as_a_position", "csrc/executor/moving_collectives.cc",
-           "                                     hostRingPos_[static_cast<size_t>(root)], count,",
-           "                                     root, count,", "cpp",
+           "planBroadcast(size_, pos, hostRingPos_[static_cast<size_t>(a.root)], a.count,",
+           "planBroadcast(size_, pos, a.root, a.count,", "cpp",
            "*EveryGatherScatterPlan*Broadcast*", quick=True, binaries=("ring_tcp_tests",),
            why="on the host-major ring the root sits at its place there, not at its rank: with "
                "interleaved hosts the chain would start at another rank"),
     Mutant("two_level_direct_gather_not_dispatched", "csrc/executor/moving_collectives.cc",
-           "                    sliceElems(slotBytes_, t), fp.algorithm == Algorithm::HierDirect, &staging_,",
-           "                    sliceElems(slotBytes_, t), false, &staging_,", "cpp",
+           "sliceElems(slotBytes_, a.dtype), p.fp.algorithm == Algorithm::HierDirect,",
+           "sliceElems(slotBytes_, a.dtype), false,", "cpp",
            "TwoLevelPlans.SendWhereThePlanSays", binaries=("ring_tcp_tests",),
            why="a plan named in the fingerprint but not run: the results are right either way, "
                "only where the messages go shows it"),

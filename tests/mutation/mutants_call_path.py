@@ -40,8 +40,8 @@ CALL_PATH_MUTANTS = [
                "host, not every host's"),
     # A call's mailbox message posted ahead of the call (Communicator::prepare, post).
     Mutant("posted_call_posts_again", "csrc/executor/reducing_collectives.cc",
-           "      MailboxRound links(*p.box, rank_, size_, p.posted);\n      directAllReduce",
-           "      MailboxRound links(*p.box, rank_, size_, false);\n      directAllReduce",
+           "  MailboxRound links(*p.box, rank_, size_, p.posted);\n  directAllReduce",
+           "  MailboxRound links(*p.box, rank_, size_, false);\n  directAllReduce",
            "cpp", "PostedAhead.AllReduce*",
            why="an all_reduce posted ahead posts its message again when it runs: its rounds run "
                "one ahead of its peers'"),
@@ -51,11 +51,11 @@ CALL_PATH_MUTANTS = [
            "cpp", "PostedAhead.AllGather*",
            why="an all_gather posted ahead posts its part again when it runs"),
     Mutant("posted_premul_unscaled", "csrc/executor/communicator_issue.cc",
-           "    scaleFn(a.dtype)(output, output, a.factor, a.count);\n",
+           "  premultiplied(p, input, output, nullptr);\n",
            "", "cpp", "PostedAhead.AllReduce*",
            why="a PREMUL_SUM posted ahead sends its contribution unscaled"),
-    Mutant("posted_premul_scaled_again", "csrc/executor/reducing_collectives.cc",
-           "if (op == RedOp::PreMulSum && !p.posted) scaleFn(t)", "if (op == RedOp::PreMulSum) scaleFn(t)",
+    Mutant("posted_premul_scaled_again", "csrc/executor/communicator_issue.cc",
+           "    if (!p.posted) scaleFn(a.dtype)(output", "    scaleFn(a.dtype)(output",
            "cpp", "PostedAhead.AllReduce*",
            why="a PREMUL_SUM posted ahead (its message scaled at the post) scales this rank's "
                "tensor again when it runs: the factor applied twice to its own part"),
@@ -73,24 +73,45 @@ CALL_PATH_MUTANTS = [
                "thread is still in an earlier call) sends the call to the worker"),
     # Issue 48: the call as data (executor/prepared_call.h), planned once at issue, run by the
     # group; the issue times and the set-up's choices out of the Communicator.
-    Mutant("prepared_plan_ignored_at_run", "csrc/executor/communicator_calls.h",
-           "  if (c.prepared == nullptr) {\n    *local = prepare(args, c.seq);",
-           "  if (true) {\n    *local = prepare(args, c.seq);", "cpp", "PostedAhead.*",
+    Mutant("prepared_plan_ignored_at_run", "csrc/executor/communicator_issue.cc",
+           "  if (c.prepared == nullptr) {\n    const PreparedCall p = prepare(args, c.seq);",
+           "  if (true) {\n    const PreparedCall p = prepare(args, c.seq);", "cpp", "PostedAhead.*",
            why="the collective plans itself again when it runs: a call posted ahead posts its "
                "message a second time, one round ahead of its peers"),
-    Mutant("prepared_plan_of_another_call_runs", "csrc/executor/communicator_calls.h",
+    Mutant("prepared_plan_of_another_call_runs", "csrc/executor/communicator_issue.cc",
            "  RING_ASSERT(p.seq == c.seq && p.args == args,", "  RING_ASSERT(true,", "cpp",
            "PreparedCall.*",
            why="a call handed the plan prepared for another (another count) runs under it"),
-    Mutant("prepared_broadcast_from_rank_zero", "csrc/executor/communicator_issue.cc",
-           "      broadcast(output, a.count, a.dtype, a.root, planned);",
-           "      broadcast(output, a.count, a.dtype, 0, planned);", "cpp", "PreparedCall.*",
-           why="the one dispatch of a prepared call loses the broadcast's root"),
+    Mutant("prepared_broadcast_from_rank_zero", "csrc/executor/moving_collectives.cc",
+           "planBroadcast(size_, rank_, a.root, a.count,",
+           "planBroadcast(size_, rank_, 0, a.count,", "cpp", "PreparedCall.*",
+           why="the ring's plan function of a prepared broadcast loses its root"),
     Mutant("prepared_gather_runs_as_scatter", "csrc/executor/communicator_issue.cc",
-           "      gather(input, output, a.count, a.dtype, a.root, planned);",
-           "      scatter(input, output, a.count, a.dtype, a.root, planned);", "cpp",
+           "      return &Communicator::gatherPairwise;",
+           "      return &Communicator::scatterPairwise;", "cpp",
            "PreparedCall.*",
-           why="the one dispatch of a prepared call runs a gather as the scatter of its buffers"),
+           why="the table of plan functions runs a gather as the scatter of its buffers"),
+    # Issue 69: the plan picks the function (planFunction), and what every collective does
+    # around its plan is done once (run: premultiplied; oneRank).
+    Mutant("two_level_all_reduce_runs_the_flat_ring", "csrc/executor/communicator_issue.cc",
+           "      return twoLevels ? &Communicator::allReduceTwoLevels : &Communicator::allReduceRing;",
+           "      return &Communicator::allReduceRing;", "cpp",
+           "TwoLevelAllReduce.AutoTakesTheRingItPricesLowerAndRunsIt",
+           binaries=("ring_tcp_tests",),
+           why="an all_reduce whose fingerprint names two levels runs the flat ring: the sums "
+               "are right, in the flat ring's order, so the two plans' bits agree where they "
+               "must differ"),
+    Mutant("premul_scales_one_block_of_a_reduce_scatter", "csrc/executor/communicator_issue.cc",
+           "a.kind == Collective::ReduceScatter ? a.count * size_ : a.count;",
+           "a.count;", "cpp", "PreparedCall.PremulSum*",
+           why="PREMUL_SUM's copy of a reduce_scatter's input holds its first block only: the "
+               "plan reads the other n-1 blocks past the copy's end"),
+    Mutant("one_rank_copies_nothing", "csrc/executor/reducing_collectives.cc",
+           "  if (!inPlace && bytes > 0 && in != out) std::memmove(out, in, bytes);\n", "",
+           "cpp", "PreparedCall.*",
+           why="on a group of one rank the collectives that are not in place leave their output "
+               "as it was: an all_gather, reduce_scatter, gather or scatter of one rank must "
+               "copy its input there"),
     Mutant("gather_single_to_rank_zero", "csrc/backend/ring_backend_lists.cc",
            "CollectiveArgs::gather(input.numel(), d, root)});",
            "CollectiveArgs::gather(input.numel(), d, 0)});", "py",

@@ -2,30 +2,12 @@
 Checked on a small repository made here (a path that resolves, one that does not, in each of the
 ways the tree names its files) and on this tree itself."""
 import os
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(ROOT, "scripts", "check_paths.py")
-
-
-def _check(root):
-    return subprocess.run([sys.executable, SCRIPT, "--root", str(root)], capture_output=True,
-                          text=True)
-
-
-def _repo(tmp_path, files):
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
-    subprocess.run(["git", "add", "-A"], cwd=tmp_path, check=True)
-    return tmp_path
+from tree_checks import ROOT, make_repo, run_check
 
 
 def test_a_named_file_that_is_gone_is_reported_with_where_it_is_named(tmp_path):
-    root = _repo(tmp_path, {
+    root = make_repo(tmp_path, {
         "csrc/transport/link.h": "// see transport/wait.h and executor/gone_rounds.h\n",
         "csrc/transport/wait.h": "",
         "csrc/executor/x.cc": "",
@@ -35,7 +17,7 @@ def test_a_named_file_that_is_gone_is_reported_with_where_it_is_named(tmp_path):
         "tests/cpp/CMakeLists.txt": "add(cases/test_here.cc)\n",
         "tests/cpp/cases/test_here.cc": "",
     })
-    done = _check(root)
+    done = run_check("check_paths.py", root)
     assert done.returncode == 1, done.stdout
     assert "executor/gone_rounds.h does not exist; named in csrc/transport/link.h:1" in done.stdout
     assert "scripts/old_bench.py does not exist; named in docs/a.md:1" in done.stdout
@@ -43,7 +25,7 @@ def test_a_named_file_that_is_gone_is_reported_with_where_it_is_named(tmp_path):
 
 
 def test_every_path_this_tree_names_exists():
-    done = _check(ROOT)
+    done = run_check("check_paths.py", ROOT)
     assert done.returncode == 0, done.stdout
 
 

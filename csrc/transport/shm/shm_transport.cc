@@ -277,8 +277,8 @@ ShmTransport::ShmTransport(Store& store, int rank, int nranks, std::vector<int> 
       const int peer = local_[i];
       // I send to `peer` through the FIFO (ch, me) in peer's inbox, and receive from `peer`
       // through the FIFO (ch, peer) in mine; FIFOs are indexed by local position.
-      char* out = static_cast<char*>(segments_[i].data()) + geometry_.fifoOffset(ch, me, i);
-      char* in = static_cast<char*>(segments_[me].data()) + geometry_.fifoOffset(ch, i, me);
+      char* out = fifoAt(ch, me, i);
+      char* in = fifoAt(ch, i, me);
       auto* outFifo = reinterpret_cast<FifoControl*>(out);
       // The peer's answer (probePeers), written before it said it had mapped every inbox.
       const bool readsMe = outFifo->readsSender.load(std::memory_order_acquire) == 1;
@@ -325,8 +325,8 @@ void ShmTransport::probePeers() {
         geometry_.singleCopyBytes > 0 ? probePeerMemory(h->ownerPid, h->probeAddress) : "off";
     const uint32_t reads = probeRefused_[static_cast<size_t>(i)].empty() ? 1 : 0;
     for (int ch = 0; ch < kChannels; ++ch) {
-      char* in = static_cast<char*>(segments_[me].data()) + geometry_.fifoOffset(ch, i, me);
-      reinterpret_cast<FifoControl*>(in)->readsSender.store(reads, std::memory_order_release);
+      reinterpret_cast<FifoControl*>(fifoAt(ch, i, me))
+          ->readsSender.store(reads, std::memory_order_release);
     }
   }
 }

@@ -137,6 +137,11 @@ class ShmTransport : public Transport {
   SegmentHeader* header(int localIndex) const {
     return static_cast<SegmentHeader*>(segments_[localIndex].data());
   }
+  // The FIFO of channel `ch` that local rank `sender` sends through into local rank `owner`'s
+  // inbox: its control block, then its slots.
+  char* fifoAt(int ch, int sender, int owner) const {
+    return static_cast<char*>(segments_[owner].data()) + geometry_.fifoOffset(ch, sender, owner);
+  }
   // The group-wide failure record lives in the first local rank's segment.
   GroupControl& control() const { return header(0)->control; }
   void checkPeersAlive();
