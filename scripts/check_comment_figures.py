@@ -12,7 +12,8 @@ one text, cut into sentences):
   - a comparison by a number: "40% faster", "3x slower", "2.5 times faster";
   - a number with a unit of time, rate or work (ns, us, ms, GB/s, MB/s, instructions, cycles)
     beside a word that reports a measurement: measured, took, ran, timed, clocked.
-The check is a heuristic over those shapes, not a reader of intent: a figure phrased otherwise
+Block comments (/* */) are not read: csrc/ writes its comments with //, and /* */ only names
+arguments (/*timed=*/true). The check is a heuristic over those shapes, not a reader of intent: a figure phrased otherwise
 passes it. A sentence it flags is reworded (the reason stays, the figure goes to docs/), not
 exempted: there is no allowlist.
 
@@ -31,7 +32,7 @@ COMPARISON = re.compile(NUMBER + r"\s?(?:%|x|times)\s+(?:faster|slower)\b", re.I
 QUANTITY = re.compile(NUMBER + r"\s?(?:ns|us|µs|ms|GB/s|MB/s|GiB/s|MiB/s|Gbit/s|Gb/s|"
                       r"instructions|cycles)(?![\w/])")
 REPORTED = re.compile(r"\b(?:measured|took|ran|timed|clocked)\b", re.I)
-LINE_COMMENT = re.compile(r"//+\s?(.*)$")
+
 
 
 def tracked_sources(root):
@@ -40,19 +41,35 @@ def tracked_sources(root):
     return [f for f in out.splitlines() if f.endswith(SOURCES)]
 
 
+def line_comment(line):
+    """The text after the line's comment mark, or None: the first // outside a string literal
+    (quotes counted, an escaped quote or a '"' character skipped)."""
+    quotes = 0
+    i = 0
+    while i < len(line):
+        if line.startswith(("\\\"", "'\"'"), i):
+            i += 3 if line[i] == "'" else 2
+            continue
+        if line[i] == '"':
+            quotes += 1
+        elif line.startswith("//", i) and quotes % 2 == 0:
+            return i, line[i:].lstrip("/").strip()
+        i += 1
+    return None
+
+
 def comment_texts(text):
     """Each run of consecutive // comment lines: its text joined, and where each line starts in
     it ([(offset, line number)])."""
     runs = []
     last = -2
     for number, line in enumerate(text.split("\n"), 1):
-        m = LINE_COMMENT.search(line)
-        # A // inside a string literal ("http://...") is not a comment.
-        if not m or line[:m.start()].count('"') % 2 == 1:
+        found = line_comment(line)
+        if found is None:
             continue
-        part = m.group(1).strip()
+        start, part = found
         # Only whole-line comments continue each other; one after code stands alone.
-        whole = not line[:m.start()].strip()
+        whole = not line[:start].strip()
         if not whole:
             runs.append([part, [(0, number)]])
             last = -2
@@ -90,6 +107,8 @@ def main(argv=None):
     bad = []
     files = tracked_sources(a.root)
     for name in files:
+        if not os.path.exists(os.path.join(a.root, name)):
+            continue  # tracked, deleted in the working tree: nothing to read
         with open(os.path.join(a.root, name), encoding="utf-8", errors="replace") as f:
             for line, sentence in figures(f.read()):
                 bad.append(f"{name}:{line}: a measured figure in a comment: {sentence[:200]}")

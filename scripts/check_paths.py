@@ -22,8 +22,10 @@ import sys
 EXTENSIONS = ("h", "cc", "cu", "cuh", "py", "sh", "md", "cmake", "txt", "json", "toml", "cfg", "png")
 # This tree's own top folders (a path into one of them is ours even where the folder is gone).
 TOP_FOLDERS = {".ci", "cmake", "csrc", "docs", "scripts", "tests", "torch_ring_backend"}
-# The checker and its test name made-up paths on purpose (a deleted file, a tree built in a test).
-NOT_READ = {"scripts/check_paths.py", "tests/python/test_check_paths.py"}
+# The checker and its test name made-up paths on purpose (a deleted file, a tree built in a test),
+# as does the test of check_comment_figures.py (the sources of the tree it builds).
+NOT_READ = {"scripts/check_paths.py", "tests/python/test_check_paths.py",
+            "tests/python/test_check_comment_figures.py"}
 TEXT_FILES = (".md", ".h", ".cc", ".cu", ".cuh", ".py", ".sh", ".cmake", ".txt", ".toml", ".cfg")
 # A path token: folders and a file name with one of the extensions, not part of a longer word
 # or path (so the tail of /usr/src/x.h or of a URL is not taken for one of ours).

@@ -65,6 +65,16 @@ bool Communicator::allIssued(uint64_t count, std::chrono::microseconds patience,
 }
 
 PreparedCall Communicator::prepare(const CollectiveArgs& a, uint64_t seq) const {
+  // What the factories of CollectiveArgs guarantee, asked once here: every plan relies on it
+  // (the one-rank case takes no link, so nothing later would name a bad root or count).
+  const bool reduces = a.kind == Collective::AllReduce || a.kind == Collective::ReduceScatter ||
+                       a.kind == Collective::Reduce;
+  const bool rooted = a.kind == Collective::Broadcast || a.kind == Collective::Reduce ||
+                      a.kind == Collective::Gather || a.kind == Collective::Scatter;
+  RING_ASSERT(a.count >= 0 && (reduces || a.op == RedOp::Sum) &&
+                  (!rooted || (a.root >= 0 && a.root < size_)),
+              collectiveName(a.kind), " (sequence ", seq, ") described with ", a.count,
+              " elements, op ", redOpName(a.op), ", root ", a.root, " in a group of ", size_);
   PreparedCall p;
   p.args = a;
   p.seq = seq;
@@ -196,8 +206,10 @@ bool Communicator::post(PreparedCall& p, const void* input, void* output) {
 
 void Communicator::run(const PreparedCall& p, const void* input, void* output,
                        const CallInfo& c) {
-  RING_ASSERT(p.function != nullptr, collectiveName(p.args.kind), " (sequence ", p.seq,
-              ") run with a call that Communicator::prepare did not plan");
+  RING_ASSERT(p.function != nullptr && p.seq == c.seq, collectiveName(p.args.kind),
+              " (sequence ", c.seq, ") run with ",
+              p.function == nullptr ? std::string("a call that Communicator::prepare did not plan")
+                                    : strCat("the plan prepared for sequence ", p.seq));
   CallInfo planned = c;
   planned.prepared = &p;
   transport_->setStreamCopies(p.copy.streams);

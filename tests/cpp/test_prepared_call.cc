@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -110,7 +111,7 @@ TEST(PreparedCall, EachCollectiveRunsAsItsDefinition) {
 // the sum by the group's size; the inputs of reduce_scatter and reduce stay as they were.
 // Small integers: every sum is exact, whatever its order.
 TEST(PreparedCall, PremulSumAndAvgFollowTheirDefinitionOnOneRankAndOnThree) {
-  const int64_t count = 3000;  // past one slot: the ring on three ranks
+  const int64_t count = 3000;  // many 256-byte slices of the ring on three ranks
   const double factor = 3.0;
   for (int n : {1, 3}) {
     auto outcomes = runGroup(
@@ -156,7 +157,7 @@ TEST(PreparedCall, PremulSumAndAvgFollowTheirDefinitionOnOneRankAndOnThree) {
             }
           }
         },
-        threePathOptions(n));
+        smallSlotOptions());
     for (int r = 0; r < n; ++r) ASSERT_TRUE(outcomes[r].ok()) << outcomes[r].message();
   }
 }
@@ -182,6 +183,35 @@ TEST(PreparedCall, ACallRunWithAnotherCallsPlanIsNamed) {
             std::string::npos)
       << outcomes[0].message();
   EXPECT_TRUE(outcomes[1].ok()) << outcomes[1].message();
+}
+
+// The same through run(PreparedCall): a plan prepared for one sequence, run at another.
+TEST(PreparedCall, APlanRunAtAnotherSequenceIsNamed) {
+  auto outcomes = runGroup(
+      2,
+      [&](Communicator& comm) {
+        if (comm.rank() == 1) return;
+        std::vector<float> data(8, 1.0f);
+        const PreparedCall p =
+            comm.prepare(CollectiveArgs::allReduce(8, DType::Float32, RedOp::Sum, 1.0), 0);
+        comm.run(p, data.data(), data.data(), call(1));
+      },
+      threePathOptions(2));
+  EXPECT_TRUE(threw<RingError>(outcomes[0])) << outcomes[0].message();
+  EXPECT_NE(outcomes[0].message().find(
+                "all_reduce (sequence 1) run with the plan prepared for sequence 0"),
+            std::string::npos)
+      << outcomes[0].message();
+}
+
+// A call is the same call as itself whatever its PREMUL_SUM factor: a NaN one too (IEEE 754's
+// NaN is unequal to itself; the check that a body runs the call its runner prepared compares
+// the descriptions).
+TEST(PreparedCall, ACallWithANanFactorIsItself) {
+  const CollectiveArgs a = CollectiveArgs::allReduce(
+      4, DType::Float32, RedOp::PreMulSum, std::numeric_limits<double>::quiet_NaN());
+  EXPECT_TRUE(a == a);
+  EXPECT_FALSE(a == CollectiveArgs::allReduce(4, DType::Float32, RedOp::PreMulSum, 1.0));
 }
 
 }  // namespace

@@ -76,12 +76,19 @@ CALL_PATH_MUTANTS = [
     Mutant("prepared_plan_ignored_at_run", "csrc/executor/communicator_issue.cc",
            "  if (c.prepared == nullptr) {\n    const PreparedCall p = prepare(args, c.seq);",
            "  if (true) {\n    const PreparedCall p = prepare(args, c.seq);", "cpp", "PostedAhead.*",
-           why="the collective plans itself again when it runs: a call posted ahead posts its "
-               "message a second time, one round ahead of its peers"),
+           why="a call handed to the group with the plan its runner prepared is planned again: "
+               "a call posted ahead would run under a plan that was never posted (guarded() "
+               "names it), and its message would go out a second time"),
     Mutant("prepared_plan_of_another_call_runs", "csrc/executor/communicator_issue.cc",
            "  RING_ASSERT(p.seq == c.seq && p.args == args,", "  RING_ASSERT(true,", "cpp",
            "PreparedCall.*",
            why="a call handed the plan prepared for another (another count) runs under it"),
+    Mutant("prepared_plan_run_at_another_sequence", "csrc/executor/communicator_issue.cc",
+           "  RING_ASSERT(p.function != nullptr && p.seq == c.seq, collectiveName(p.args.kind),",
+           "  RING_ASSERT(p.function != nullptr, collectiveName(p.args.kind),", "cpp",
+           "PreparedCall.*",
+           why="a plan prepared for one sequence runs at another: its messages carry the other "
+               "call's sequence, and the peers take them for that call's"),
     Mutant("prepared_broadcast_from_rank_zero", "csrc/executor/moving_collectives.cc",
            "planBroadcast(size_, rank_, a.root, a.count,",
            "planBroadcast(size_, rank_, 0, a.count,", "cpp", "PreparedCall.*",
@@ -102,10 +109,11 @@ CALL_PATH_MUTANTS = [
                "are right, in the flat ring's order, so the two plans' bits agree where they "
                "must differ"),
     Mutant("premul_scales_one_block_of_a_reduce_scatter", "csrc/executor/communicator_issue.cc",
-           "a.kind == Collective::ReduceScatter ? a.count * size_ : a.count;",
-           "a.count;", "cpp", "PreparedCall.PremulSum*",
-           why="PREMUL_SUM's copy of a reduce_scatter's input holds its first block only: the "
-               "plan reads the other n-1 blocks past the copy's end"),
+           "  scaleFn(a.dtype)(scaled->data(), input, a.factor, count);",
+           "  scaleFn(a.dtype)(scaled->data(), input, a.factor, a.count);", "cpp",
+           "PreparedCall.PremulSum*",
+           why="PREMUL_SUM's copy of a reduce_scatter's input scales its first block only: the "
+               "other blocks go into the sum as zeros"),
     Mutant("one_rank_copies_nothing", "csrc/executor/reducing_collectives.cc",
            "  if (!inPlace && bytes > 0 && in != out) std::memmove(out, in, bytes);\n", "",
            "cpp", "PreparedCall.*",

@@ -12,7 +12,8 @@ def test_measured_figures_are_named_and_design_parameters_pass(tmp_path):
             "int a;  // moving it at 2 GB/s, the formula's rate\n"
             "// On the 2-core VM a 4 KiB call took\n"
             "// 13.5 us with the spin.\n"
-            "const char* s = \"// 3x faster\";\n"),
+            "const char* s = \"// 3x faster\";\n"
+            "const char* u = \"http://x\";  // its first call took 2 ms\n"),
         "csrc/b.h": "/* not read: block comments */\n// The AVX-512 loop is 40% faster here.\n",
         "docs/c.md": "Measured: 12 us per call, 3x faster.\n",
     })
@@ -22,7 +23,8 @@ def test_measured_figures_are_named_and_design_parameters_pass(tmp_path):
            "13.5 us with the spin." in done.stdout, done.stdout
     assert "csrc/b.h:2: a measured figure in a comment: The AVX-512 loop is 40% faster here." \
         in done.stdout, done.stdout
-    assert "2 figure(s) in comments" in done.stdout, done.stdout
+    assert "csrc/a.cc:7: a measured figure in a comment: its first call took 2 ms" in done.stdout
+    assert "3 figure(s) in comments" in done.stdout, done.stdout
 
 
 def test_no_comment_of_this_tree_states_a_measured_figure():
