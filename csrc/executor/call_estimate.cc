@@ -31,11 +31,11 @@ double reducingSeconds(const PlanSettings& s, const HostLayout& layout, Collecti
     case Algorithm::HierRd:
     case Algorithm::HierRadix:
       return leadersAllReduceSeconds(shape, layout, bytes,
-                                     BetweenHosts{BetweenHosts::Kind::Rounds, &plan.rounds});
+                                     BetweenHosts{&plan.rounds});
     case Algorithm::HierDirect:
       if (!allReduce) return twoLevelAllGatherSeconds(shape, bytes * n);
       return leadersAllReduceSeconds(shape, layout, bytes,
-                                     BetweenHosts{BetweenHosts::Kind::Direct, nullptr});
+                                     BetweenHosts{});
   }
   return flatAllReduceSeconds(shape, bytes);
 }

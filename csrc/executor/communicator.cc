@@ -55,7 +55,7 @@ Communicator::Communicator(Store& store, int rank, int size, const CommOptions& 
     };
   }
   GroupPlacement placement;
-  plans_.algo = parseAlgoKnob(opts.algo.empty() ? env().algo : opts.algo);
+  plans_.forced = parseAlgoKnob(opts.algo.empty() ? env().algo : opts.algo);
   plans_.rdBytes = opts.rdBytes >= 0 ? opts.rdBytes : env().rdBytes;
   plans_.directBytes = opts.directBytes >= 0 ? opts.directBytes : env().directBytes;
   plans_.shmLink = parseLinkCost(opts.shmLink.empty() ? env().shmLink : opts.shmLink,

@@ -71,18 +71,6 @@ inline int64_t sliceElems(int64_t slotBytes, DType t) {
   return slotBytes / static_cast<int64_t>(elementSize(t));
 }
 
-inline InterHostPlan interHostPlan(CallPlan&& choice) {
-  InterHostPlan p;
-  const Algorithm a = choice.algorithm;
-  if (a == Algorithm::HierRd || a == Algorithm::HierRadix) {
-    p.kind = InterHostKind::Rounds;
-    p.schedule = std::move(choice.rounds);
-  } else if (a == Algorithm::HierDirect) {
-    p.kind = InterHostKind::Direct;
-  }
-  return p;
-}
-
 inline PlanBuffers buffers(const void* in, void* out, DType t, RedOp op, int size) {
   PlanBuffers io;
   io.input = static_cast<const char*>(in);

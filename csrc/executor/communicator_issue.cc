@@ -117,44 +117,54 @@ PreparedCall Communicator::prepare(const CollectiveArgs& a, uint64_t seq) const 
 }
 
 // Why one table: the collective and its plan were chosen above; which code runs them is chosen
-// here, once, so that run() calls it without asking again, and a new plan is one line here and
-// one function.
+// here, once, so that run() calls it without asking again. A row is (collective, algorithm,
+// one mailbox round or not) and the function that runs it; a new plan is one row here and one
+// function. A plan without a row is a fault of the choice, named here, not a wrong plan run.
 PlanFunction Communicator::planFunction(const PreparedCall& p) const {
   if (size_ == 1) return &Communicator::oneRank;
-  const Algorithm a = p.plan.algorithm;
-  const bool twoLevels = a == Algorithm::HierRing || a == Algorithm::HierRd ||
-                         a == Algorithm::HierRadix || a == Algorithm::HierDirect;
-  switch (p.args.kind) {
-    case Collective::AllReduce:
-      if (p.box != nullptr) return &Communicator::allReduceMailbox;
-      if (a == Algorithm::Direct) return &Communicator::allReduceDirect;
-      return twoLevels ? &Communicator::allReduceTwoLevels : &Communicator::allReduceRing;
-    case Collective::AllGather:
-      if (p.box != nullptr) return &Communicator::allGatherMailbox;
-      if (a == Algorithm::Direct) return &Communicator::allGatherDirect;
-      // Its two levels are a ring or a direct round between hosts (chooseAllGather).
-      return a == Algorithm::HierRing || a == Algorithm::HierDirect
-                 ? &Communicator::allGatherTwoLevels
-                 : &Communicator::allGatherRing;
-    case Collective::ReduceScatter:
-      return a == Algorithm::HierRing || a == Algorithm::HierDirect
-                 ? &Communicator::reduceScatterTwoLevels
-                 : &Communicator::reduceScatterRing;
-    case Collective::Broadcast:
-      return a == Algorithm::HierRing ? &Communicator::broadcastHostChain
-                                      : &Communicator::broadcastRing;
-    case Collective::Reduce:
-      return &Communicator::reduceRing;
-    case Collective::Gather:
-      return &Communicator::gatherPairwise;
-    case Collective::Scatter:
-      return &Communicator::scatterPairwise;
-    case Collective::Barrier:
-      return p.box != nullptr ? &Communicator::barrierMailbox : &Communicator::barrierRing;
-    default:
-      RING_ASSERT(false, "no plan function for ", collectiveName(p.args.kind), " (sequence ",
-                  p.seq, ")");
+  struct Row {
+    Collective collective;
+    Algorithm algorithm;
+    bool mailbox;
+    PlanFunction function;
+  };
+  using C = Collective;
+  using A = Algorithm;
+  using R = Communicator;
+  static constexpr Row kRows[] = {
+      {C::AllReduce, A::Direct, true, &R::allReduceMailbox},
+      {C::AllReduce, A::Direct, false, &R::allReduceDirect},
+      {C::AllReduce, A::Ring, false, &R::allReduceRing},
+      {C::AllReduce, A::HierRing, false, &R::allReduceTwoLevels},
+      {C::AllReduce, A::HierRd, false, &R::allReduceTwoLevels},
+      {C::AllReduce, A::HierDirect, false, &R::allReduceTwoLevels},
+      {C::AllReduce, A::HierRadix, false, &R::allReduceTwoLevels},
+      {C::AllGather, A::Direct, true, &R::allGatherMailbox},
+      {C::AllGather, A::Direct, false, &R::allGatherDirect},
+      {C::AllGather, A::Ring, false, &R::allGatherRing},
+      {C::AllGather, A::HierRing, false, &R::allGatherTwoLevels},
+      {C::AllGather, A::HierDirect, false, &R::allGatherTwoLevels},
+      {C::ReduceScatter, A::Ring, false, &R::reduceScatterRing},
+      {C::ReduceScatter, A::HierRing, false, &R::reduceScatterTwoLevels},
+      {C::ReduceScatter, A::HierDirect, false, &R::reduceScatterTwoLevels},
+      {C::Broadcast, A::Ring, false, &R::broadcastRing},
+      {C::Broadcast, A::HierRing, false, &R::broadcastHostChain},
+      {C::Reduce, A::Ring, false, &R::reduceRing},
+      {C::Gather, A::Ring, false, &R::gatherPairwise},
+      {C::Scatter, A::Ring, false, &R::scatterPairwise},
+      {C::Barrier, A::Ring, true, &R::barrierMailbox},
+      {C::Barrier, A::Ring, false, &R::barrierRing},
+  };
+  const bool mailbox = p.box != nullptr;
+  for (const Row& row : kRows) {
+    if (row.collective == p.args.kind && row.algorithm == p.plan.algorithm &&
+        row.mailbox == mailbox) {
+      return row.function;
+    }
   }
+  RING_ASSERT(false, "no plan function for ", collectiveName(p.args.kind), " by ",
+              algorithmRow(p.plan.algorithm).word, mailbox ? " in one mailbox round" : "",
+              " (sequence ", p.seq, ")");
   return nullptr;
 }
 

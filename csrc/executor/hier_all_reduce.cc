@@ -8,6 +8,13 @@ namespace ring {
 
 namespace {
 
+// How the hosts' owners (or leaders) reduce between hosts: one direct round, rounds (recursive
+// doubling or more hosts a round), else a ring.
+bool directBetweenHosts(const CallPlan& p) { return p.algorithm == Algorithm::HierDirect; }
+bool roundsBetweenHosts(const CallPlan& p) {
+  return p.algorithm == Algorithm::HierRd || p.algorithm == Algorithm::HierRadix;
+}
+
 // Hosts of unequal size, rounds or the direct round between hosts: through one rank per host
 // (its lowest, the leader). Why not the segments: a host of fewer ranks owns more segments
 // and takes them one after another, so a plan made for one network latency paid one per
@@ -15,7 +22,7 @@ namespace {
 // Through the leaders the network is crossed once per round, by one
 // message per host of the whole buffer, which these plans' byte budgets allow (plan_choice.h).
 void leadersAllReduce(Transport& t, const HostLayout& layout, char* data, int64_t count,
-                      int64_t sliceElems, const PlanBuffers& io, const InterHostPlan& inter,
+                      int64_t sliceElems, const PlanBuffers& io, const CallPlan& plan,
                       const Fingerprint& fp, const WaitContext& ctx) {
   const int me = t.rank();
   const int host = layout.hostOf[static_cast<size_t>(me)];
@@ -35,11 +42,11 @@ void leadersAllReduce(Transport& t, const HostLayout& layout, char* data, int64_
   // (and divides, for AVG: once, here).
   if (local == 0) {
     const std::vector<int> leaders = ranksOfLocalIndex(layout, 0);
-    if (inter.kind == InterHostKind::Direct) {
+    if (directBetweenHosts(plan)) {
       FifoRound links(t, DirectMembers{leaders.data(), layout.hosts(), host});
       directAllReduce(links, data, count, io, fp, ctx);
     } else {
-      recursiveAllReduce(t, leaders, host, inter.schedule, data, count, io, fp, ctx);
+      recursiveAllReduce(t, leaders, host, plan.rounds, data, count, io, fp, ctx);
     }
   }
   // (3) Inside the host, the leader's result down a chain: every rank holds its bits.
@@ -54,15 +61,15 @@ void leadersAllReduce(Transport& t, const HostLayout& layout, char* data, int64_
 
 void hierAllReduce(Transport& t, const HostLayout& layout, const std::vector<HostSegment>& segments,
                    char* data, int64_t count, int64_t sliceElems, const PlanBuffers& io,
-                   const InterHostPlan& inter, const Fingerprint& fp, const WaitContext& ctx) {
+                   const CallPlan& plan, const Fingerprint& fp, const WaitContext& ctx) {
   const int me = t.rank();
   const int host = layout.hostOf[static_cast<size_t>(me)];
   const int local = layout.localIndex(me);
   const std::vector<int>& ranks = layout.members[static_cast<size_t>(host)];
   const int localRanks = static_cast<int>(ranks.size());
   const int64_t es = static_cast<int64_t>(io.elemSize);
-  if (layout.ranksPerHost() == 0 && inter.kind != InterHostKind::Ring) {
-    leadersAllReduce(t, layout, data, count, sliceElems, io, inter, fp, ctx);
+  if (layout.ranksPerHost() == 0 && (directBetweenHosts(plan) || roundsBetweenHosts(plan))) {
+    leadersAllReduce(t, layout, data, count, sliceElems, io, plan, fp, ctx);
     return;
   }
 
@@ -81,13 +88,13 @@ void hierAllReduce(Transport& t, const HostLayout& layout, const std::vector<Hos
   for (const HostSegment& s : segments) {
     if (oneHost || s.owners[static_cast<size_t>(host)] != me) continue;
     char* at = data + s.range.offset * es;
-    if (inter.kind == InterHostKind::Direct) {
+    if (directBetweenHosts(plan)) {
       FifoRound links(t, DirectMembers{s.owners.data(), layout.hosts(), host});
       directAllReduce(links, at, s.range.count, io, fp, ctx);
       continue;
     }
-    if (inter.kind == InterHostKind::Rounds) {
-      recursiveAllReduce(t, s.owners, host, inter.schedule, at, s.range.count, io, fp, ctx);
+    if (roundsBetweenHosts(plan)) {
+      recursiveAllReduce(t, s.owners, host, plan.rounds, at, s.range.count, io, fp, ctx);
       continue;
     }
     PlanBuffers part = io;

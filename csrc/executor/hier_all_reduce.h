@@ -25,24 +25,19 @@
 #include <vector>
 
 #include "executor/cpu_executor.h"
+#include "executor/plan_choice.h"
 #include "schedule/host_layout.h"
 #include "schedule/radix_schedule.h"
 #include "transport/link.h"
 
 namespace ring {
 
-// Rounds: the rounds of `InterHostPlan::schedule` (schedule/radix_schedule.h).
-enum class InterHostKind { Ring, Rounds, Direct };
-struct InterHostPlan {
-  InterHostKind kind = InterHostKind::Ring;
-  RadixSchedule schedule;
-};
-
 // In place on `data` (count elements; io.input and io.output are ignored). `segments` is
 // hostSegments(layout, count). Messages carry `fp`; AVG's division (io.divide) is applied once,
-// when an element's inter-host reduction completes.
+// when an element's inter-host reduction completes. `plan`: a two-level algorithm, and for
+// HierRd and HierRadix the rounds between hosts (plan_choice.h).
 void hierAllReduce(Transport& t, const HostLayout& layout, const std::vector<HostSegment>& segments,
                    char* data, int64_t count, int64_t sliceElems, const PlanBuffers& io,
-                   const InterHostPlan& inter, const Fingerprint& fp, const WaitContext& ctx);
+                   const CallPlan& plan, const Fingerprint& fp, const WaitContext& ctx);
 
 }  // namespace ring

@@ -11,28 +11,20 @@
 
 namespace ring {
 
-AlgoKnob parseAlgoKnob(const std::string& word) {
-  if (word == "auto") return AlgoKnob::Auto;
-  if (word == "ring") return AlgoKnob::Ring;
-  if (word == "hier_ring") return AlgoKnob::HierRing;
-  if (word == "hier_rd") return AlgoKnob::HierRd;
-  if (word == "hier_radix") return AlgoKnob::HierRadix;
-  if (word == "hier_direct") return AlgoKnob::HierDirect;
-  throw UsageError(strCat("ring: collective plan '", word,
-                          "' must be auto, ring, hier_ring, hier_rd, hier_radix or hier_direct "
-                          "(TORCH_RING_ALGO)"));
+std::optional<Algorithm> parseAlgoKnob(const std::string& word) {
+  if (word == "auto") return std::nullopt;
+  std::string choices = "auto";
+  for (const AlgorithmRow& row : kAlgorithms) {
+    if (!row.forcible) continue;
+    if (word == row.word) return row.algorithm;
+    choices += strCat(", ", row.word);
+  }
+  throw UsageError(strCat("ring: collective plan '", word, "' must be one of ", choices,
+                          " (TORCH_RING_ALGO)"));
 }
 
-const char* algoKnobName(AlgoKnob k) {
-  switch (k) {
-    case AlgoKnob::Auto: return "auto";
-    case AlgoKnob::Ring: return "ring";
-    case AlgoKnob::HierRing: return "hier_ring";
-    case AlgoKnob::HierRd: return "hier_rd";
-    case AlgoKnob::HierRadix: return "hier_radix";
-    case AlgoKnob::HierDirect: return "hier_direct";
-  }
-  return "?";
+const char* algoKnobName(std::optional<Algorithm> forced) {
+  return forced ? algorithmRow(*forced).word : "auto";
 }
 
 void checkPlanSettings(const PlanSettings& s) {
@@ -126,13 +118,13 @@ CallPlan cheapestOnUnequalHosts(const PlanSettings& s, const HostLayout& layout,
   if (bytes <= s.rdBytes) {
     RadixSchedule rounds = radixSchedule(layout.hosts(), maxRadix(s, layout.hosts(), bytes));
     const double priced = leadersAllReduceSeconds(
-        shape, layout, b, BetweenHosts{BetweenHosts::Kind::Rounds, &rounds});
+        shape, layout, b, BetweenHosts{&rounds});
     if (priced <= best) {
       best = priced;
       const Algorithm a = allRoundsOfTwo(rounds) ? Algorithm::HierRd : Algorithm::HierRadix;
       choice = withRounds(a, std::move(rounds));
     }
-    const BetweenHosts direct{BetweenHosts::Kind::Direct, nullptr};
+    const BetweenHosts direct{};
     if (leadersAllReduceSeconds(shape, layout, b, direct) < best) {
       choice = withRounds(Algorithm::HierDirect, {});
     }
@@ -145,15 +137,12 @@ CallPlan cheapestOnUnequalHosts(const PlanSettings& s, const HostLayout& layout,
 CallPlan chooseAllReducePlan(const PlanSettings& s, const HostLayout& layout,
                                     int64_t bytes) {
   const int hosts = std::max(1, layout.hosts());
-  switch (s.algo) {
-    case AlgoKnob::Ring: return withRounds(Algorithm::Ring, {});
-    case AlgoKnob::HierRing: return withRounds(Algorithm::HierRing, {});
-    case AlgoKnob::HierRd: return withRounds(Algorithm::HierRd, doublingSchedule(hosts));
-    case AlgoKnob::HierRadix:
-      return withRounds(Algorithm::HierRadix, radixSchedule(hosts, maxRadix(s, hosts, bytes)));
-    case AlgoKnob::HierDirect: return withRounds(Algorithm::HierDirect, {});
-    case AlgoKnob::Auto: break;
+  // A forced algorithm runs at every size; only the rounds between hosts need a schedule.
+  if (s.forced == Algorithm::HierRd) return withRounds(*s.forced, doublingSchedule(hosts));
+  if (s.forced == Algorithm::HierRadix) {
+    return withRounds(*s.forced, radixSchedule(hosts, maxRadix(s, hosts, bytes)));
   }
+  if (s.forced) return withRounds(*s.forced, {});
   if (hosts <= 1) return withRounds(Algorithm::Ring, {});
   if (bytes <= s.directBytes / (hosts - 1)) return withRounds(Algorithm::HierDirect, {});
   if (layout.ranksPerHost() == 0) return cheapestOnUnequalHosts(s, layout, bytes);
@@ -190,8 +179,8 @@ Algorithm cheaperGatherRing(const PlanSettings& s, const HostLayout& layout, int
 // leaders' ring pays H-1 network steps on one connection per host.
 Algorithm chooseThroughLeaders(const PlanSettings& s, const HostLayout& layout,
                                int64_t partBytes) {
-  if (s.algo == AlgoKnob::HierDirect) return Algorithm::HierDirect;
-  if (s.algo != AlgoKnob::Auto) return Algorithm::HierRing;
+  if (s.forced == Algorithm::HierDirect) return Algorithm::HierDirect;
+  if (s.forced) return Algorithm::HierRing;
   size_t widest = 0;
   for (const std::vector<int>& m : layout.members) widest = std::max(widest, m.size());
   const int64_t hostBlock = partBytes * static_cast<int64_t>(widest);
@@ -203,10 +192,10 @@ Algorithm chooseThroughLeaders(const PlanSettings& s, const HostLayout& layout,
 
 Algorithm chooseAllGather(const PlanSettings& s, const HostLayout& layout, int64_t partBytes) {
   const int hosts = layout.hosts();
-  if (s.algo == AlgoKnob::Ring || hosts <= 1) return Algorithm::Ring;
+  if (s.forced == Algorithm::Ring || hosts <= 1) return Algorithm::Ring;
   if (layout.ranksPerHost() == 0) return chooseThroughLeaders(s, layout, partBytes);
-  if (s.algo == AlgoKnob::HierDirect) return Algorithm::HierDirect;
-  if (s.algo != AlgoKnob::Auto) return Algorithm::HierRing;
+  if (s.forced == Algorithm::HierDirect) return Algorithm::HierDirect;
+  if (s.forced) return Algorithm::HierRing;
   if (partBytes <= s.directBytes / (hosts - 1)) return Algorithm::HierDirect;
   return cheaperGatherRing(s, layout, partBytes);
 }
@@ -219,7 +208,7 @@ Algorithm chooseReduceScatter(const PlanSettings& s, const HostLayout& layout,
 }
 
 Algorithm chooseBroadcast(const PlanSettings& s, const HostLayout& layout) {
-  if (s.algo == AlgoKnob::Ring || layout.hosts() <= 1) return Algorithm::Ring;
+  if (s.forced == Algorithm::Ring || layout.hosts() <= 1) return Algorithm::Ring;
   return Algorithm::HierRing;
 }
 
@@ -257,7 +246,7 @@ std::string linkText(const LinkCost& c) {
 }  // namespace
 
 std::string settingsLine(const PlanSettings& s, const HostLayout& layout) {
-  std::string line = strCat("algo=", algoKnobName(s.algo), " rd_bytes=", s.rdBytes);
+  std::string line = strCat("algo=", algoKnobName(s.forced), " rd_bytes=", s.rdBytes);
   if (layout.hosts() > 1) {
     line += strCat(" direct_bytes=", s.directBytes, " shm_link=", linkText(s.shmLink),
                    " net_link=", linkText(s.netLink));

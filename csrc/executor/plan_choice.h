@@ -38,6 +38,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "protocol/message_header.h"
@@ -47,16 +48,16 @@
 
 namespace ring {
 
-// TORCH_RING_ALGO's words, parsed once at set-up (a collective's choice compares enums).
-enum class AlgoKnob { Auto, Ring, HierRing, HierRd, HierRadix, HierDirect };
-
-// Throws UsageError naming the word and the choices for anything else.
-AlgoKnob parseAlgoKnob(const std::string& word);
-// "auto", "ring", "hier_ring", "hier_rd", "hier_radix", "hier_direct"
-const char* algoKnobName(AlgoKnob k);
+// TORCH_RING_ALGO, parsed once at set-up: "auto" (none: each call's plan is priced) or the word
+// of an algorithm the table lets a knob force (protocol/algorithms.h). Throws UsageError naming
+// the word and the choices for anything else.
+std::optional<Algorithm> parseAlgoKnob(const std::string& word);
+// "auto", or the forced algorithm's word.
+const char* algoKnobName(std::optional<Algorithm> forced);
 
 struct PlanSettings {
-  AlgoKnob algo = AlgoKnob::Auto;
+  // The algorithm TORCH_RING_ALGO forces, or none (auto).
+  std::optional<Algorithm> forced;
   // The group: its ranks, and whether every rank shares memory with every other (only there
   // is there a direct round inside one host, and mailboxes).
   int ranks = 1;
@@ -123,25 +124,17 @@ inline CallPlan chooseCallPlan(const PlanSettings& s, const HostLayout& layout, 
   }
   // One host past the direct round, under auto: the flat ring for every collective but the
   // barrier (the table's second row); there is nothing to price between hosts.
-  if (k != Collective::Barrier && s.algo == AlgoKnob::Auto && layout.hosts() <= 1) {
+  if (k != Collective::Barrier && !s.forced && layout.hosts() <= 1) {
     return CallPlan{};
   }
   return choosePlanPastDirect(s, layout, k, bytes);
 }
 
-// What the flight recorder lists as a call's plan: "direct/mailbox", "direct", "ring",
-// "hier_ring", "hier_rd", "hier_radix", "hier_direct", "mailbox" (a barrier's round).
+// What the flight recorder lists as a call's plan: "direct/mailbox", "mailbox" (a barrier's
+// round), else the algorithm's word ("direct", "ring", "hier_ring", ...).
 inline const char* callPlanName(Collective k, const CallPlan& p) {
   if (p.mailboxRound) return k == Collective::Barrier ? "mailbox" : "direct/mailbox";
-  switch (p.algorithm) {
-    case Algorithm::Ring: return "ring";
-    case Algorithm::Direct: return "direct";
-    case Algorithm::HierRing: return "hier_ring";
-    case Algorithm::HierRd: return "hier_rd";
-    case Algorithm::HierDirect: return "hier_direct";
-    case Algorithm::HierRadix: return "hier_radix";
-  }
-  return "?";
+  return algorithmRow(p.algorithm).word;
 }
 
 // The plan of an all_reduce of `bytes` over `layout` past the direct round inside one host

@@ -43,7 +43,7 @@ void Communicator::allReduceTwoLevels(const PreparedCall& p, const void*, void* 
   }
   hierAllReduce(*transport_, layout_, segments_, static_cast<char*>(out), a.count,
                 sliceElems(slotBytes_, a.dtype), buffers(out, out, a.dtype, a.op, size_),
-                interHostPlan(CallPlan(p.plan)), p.fp, ctx);
+                p.plan, p.fp, ctx);
 }
 
 void Communicator::allReduceRing(const PreparedCall& p, const void*, void* out,

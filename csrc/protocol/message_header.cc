@@ -26,11 +26,10 @@ std::string describe(const Fingerprint& f) {
       break;
   }
   s += strCat(", sequence ", f.seq);
-  if (f.algorithm == Algorithm::Direct) s += ", direct";
-  if (f.algorithm == Algorithm::HierRing) s += ", two-level ring";
-  if (f.algorithm == Algorithm::HierRd) s += ", two-level recursive doubling";
-  if (f.algorithm == Algorithm::HierDirect) s += ", two-level direct";
-  if (f.algorithm == Algorithm::HierRadix) s += ", two-level rounds of several hosts";
+  // A received header's number may be any byte: one outside the table is named, not read.
+  const size_t algorithm = static_cast<size_t>(f.algorithm);
+  s += algorithm < kAlgorithmCount ? std::string(kAlgorithms[algorithm].described)
+                                   : strCat(", unknown algorithm ", algorithm);
   return s;
 }
 

@@ -13,26 +13,11 @@
 #include <type_traits>
 
 #include "common/types.h"
+#include "protocol/algorithms.h"
 
 namespace ring {
 
 constexpr uint32_t kMessageMagic = 0x52494e47u;  // "RING"
-
-// How a collective moves its data. Ring: the schedules of schedule/ring_plan.h, between ring
-// neighbours. Direct: one round in which every rank sends its message straight to every rank
-// that needs it (executor/direct_collectives.h). Every rank must choose the same one, so it is
-// part of the fingerprint: ranks configured differently get a mismatch error, not a hang.
-// HierRing, HierRd, HierDirect, HierRadix: the two-level all_reduce (executor/hier_all_reduce.h)
-// with a ring, recursive doubling, a direct round, or rounds of more than two hosts
-// (schedule/radix_schedule.h) between hosts.
-enum class Algorithm : uint8_t {
-  Ring = 0,
-  Direct = 1,
-  HierRing = 2,
-  HierRd = 3,
-  HierDirect = 4,
-  HierRadix = 5,
-};
 
 struct Fingerprint {
   uint64_t seq = 0;         // collective sequence number in the group (p2p: per-pair count)
@@ -41,6 +26,8 @@ struct Fingerprint {
   Collective collective = Collective::AllReduce;
   DType dtype = DType::UInt8;
   RedOp op = RedOp::Sum;
+  // Every rank must choose the same plan (algorithms.h): ranks configured differently get a
+  // mismatch error naming both, not a hang.
   Algorithm algorithm = Algorithm::Ring;
 
   bool operator==(const Fingerprint& o) const {
@@ -70,8 +57,8 @@ inline Fingerprint pointToPointFingerprint(uint64_t seq, int64_t bytes, int tag)
   return makeFingerprint(Collective::PointToPoint, seq, bytes, DType::UInt8, RedOp::Sum, tag);
 }
 
-// "all_reduce of 1000 float32 (op SUM), sequence 17" (", direct", ", two-level ring" or
-// ", two-level recursive doubling" added for the other algorithms)
+// "all_reduce of 1000 float32 (op SUM), sequence 17", then the algorithm's description
+// (algorithms.h: ", direct", ", two-level ring", ...)
 std::string describe(const Fingerprint& f);
 
 struct MessageHeader {

@@ -98,7 +98,7 @@ double leadersAllReduceSeconds(const RingShape& s, const HostLayout& layout, dou
   const double piece = std::min(bytes, s.slotBytes);
   const double loops = std::max(1.0, std::ceil(bytes / s.slotBytes));
   double across = 0;
-  if (between.kind == BetweenHosts::Kind::Rounds) {
+  if (between.rounds != nullptr) {
     for (int radix : between.rounds->radices) across += stepSeconds(piece * (radix - 1), s.net);
     across = loops * across;
     if (between.rounds->folded() > 0) across += 2 * stepSeconds(bytes, s.net);

@@ -64,10 +64,10 @@ double twoLevelAllReduceSeconds(const RingShape& s, double bytes);
 // widest host's ranks). On hosts of equal size this is twoLevelAllReduceSeconds.
 double segmentedAllReduceSeconds(const RingShape& s, const HostLayout& layout, double bytes);
 
-// How the leaders all-reduce between the hosts: rounds (`rounds`) or one direct round.
+// How the leaders all-reduce between the hosts: the rounds `rounds`, or one direct round
+// where it is null.
 struct BetweenHosts {
-  enum class Kind { Rounds, Direct } kind = Kind::Direct;
-  const RadixSchedule* rounds = nullptr;  // for Rounds
+  const RadixSchedule* rounds = nullptr;
 };
 
 // Rounds or the direct round on hosts of unequal size, through the leaders

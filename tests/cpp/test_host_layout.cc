@@ -242,23 +242,39 @@ TEST(PlanChoice, TheTableOfPlanChoiceH) {
             "algo=auto rd_bytes=1000 direct_bytes=300 shm_link=2e-06,1e+10 "
             "net_link=2.5e-05,1.25e+09");
   EXPECT_EQ(chooseAllReduce(s, two, 1001), Algorithm::HierRing);
-  s.algo = AlgoKnob::Ring;
+  s.forced = Algorithm::Ring;
   EXPECT_EQ(chooseAllReduce(s, two, 10), Algorithm::Ring);
-  s.algo = AlgoKnob::HierRd;
+  s.forced = Algorithm::HierRd;
   EXPECT_EQ(chooseAllReduce(s, two, 1 << 20), Algorithm::HierRd);
-  s.algo = AlgoKnob::HierRing;
+  s.forced = Algorithm::HierRing;
   EXPECT_EQ(chooseAllReduce(s, one, 10), Algorithm::HierRing);
-  s.algo = AlgoKnob::HierDirect;
+  s.forced = Algorithm::HierDirect;
   EXPECT_EQ(chooseAllReduce(s, two, 1 << 20), Algorithm::HierDirect);
-  s.algo = AlgoKnob::HierRadix;
+  s.forced = Algorithm::HierRadix;
   EXPECT_EQ(chooseAllReduce(s, two, 1 << 20), Algorithm::HierRadix);
   EXPECT_EQ(chooseAllReducePlan(s, eight, 1 << 20).rounds.radices,
             (std::vector<int>{2, 2, 2}));
   EXPECT_EQ(chooseAllReducePlan(s, eight, 10).rounds.radices,
             (std::vector<int>{8}));
-  EXPECT_THROW(parseAlgoKnob("tree"), UsageError);
-  for (const char* word : {"auto", "ring", "hier_ring", "hier_rd", "hier_radix", "hier_direct"}) {
-    EXPECT_STREQ(algoKnobName(parseAlgoKnob(word)), word);
+  // The words README's knob table gives TORCH_RING_ALGO, and nothing else: the direct round
+  // inside one host is auto's alone.
+  const std::vector<std::string> words = {"auto",    "ring",       "hier_ring",
+                                          "hier_rd", "hier_radix", "hier_direct"};
+  for (const std::string& word : words) {
+    EXPECT_EQ(algoKnobName(parseAlgoKnob(word)), word);
+  }
+  for (const char* refused : {"tree", "direct", "Ring "}) {
+    try {
+      parseAlgoKnob(refused);
+      ADD_FAILURE() << "'" << refused << "' was taken as a plan";
+    } catch (const UsageError& e) {
+      const std::string text = e.what();
+      EXPECT_NE(text.find(strCat("'", refused, "'")), std::string::npos) << text;
+      EXPECT_NE(text.find("TORCH_RING_ALGO"), std::string::npos) << text;
+      for (const std::string& word : words) {
+        EXPECT_NE(text.find(word), std::string::npos) << word << " not offered: " << text;
+      }
+    }
   }
 }
 
@@ -290,7 +306,7 @@ TEST(PlanChoice, InsideOneHostTheDirectRoundThenTheFlatRing) {
     }
   }
   EXPECT_TRUE(chooseCallPlan(s, one, Collective::Barrier, 0).mailboxRound);
-  s.algo = AlgoKnob::HierRing;
+  s.forced = Algorithm::HierRing;
   EXPECT_EQ(chooseCallPlan(s, one, Collective::AllReduce, 1 << 20).algorithm,
             Algorithm::HierRing);
   EXPECT_TRUE(chooseCallPlan(s, one, Collective::Barrier, 0).mailboxRound);
@@ -378,7 +394,7 @@ TEST(PlanChoice, LargeMessagesTakeTheCheaperRingByItsPrice) {
   // Only past the rounds: at TORCH_RING_RD_BYTES the rounds stay whatever the prices say.
   EXPECT_EQ(chooseAllReduce(s, sixteen, s.rdBytes), Algorithm::HierRd);
   // The knobs still force a plan.
-  s.algo = AlgoKnob::HierRing;
+  s.forced = Algorithm::HierRing;
   EXPECT_EQ(chooseAllReduce(s, sixteen, bytes), Algorithm::HierRing);
   EXPECT_EQ(chooseReduceScatter(s, sixteen, bytes / 128), Algorithm::HierRing);
   // The default links (10 GbE): two levels on 4 hosts of 8 at 64 MiB, the flat ring on 16
@@ -414,7 +430,7 @@ TEST(PlanChoice, UnequalHostsPayTheChainThroughTheSegments) {
   }
   // Through the leaders: host 0's chain of one hop of the whole 1200 B to its leader, one
   // direct round of 1200 B between the two leaders at the link's whole rate, the chain down.
-  const BetweenHosts direct{BetweenHosts::Kind::Direct, nullptr};
+  const BetweenHosts direct{};
   const double hop = 1e-6 + 1200 / 1e9;
   EXPECT_NEAR(leadersAllReduceSeconds(shape, twoAndOne, 1200, direct),
               hop + (1e-3 + 1200 / 1e6) + hop, 1e-15);
@@ -427,7 +443,7 @@ TEST(PlanChoice, UnequalHostsPayTheChainThroughTheSegments) {
   const RadixSchedule doubling = doublingSchedule(3);
   const double chain = 2 * (1e-6 + 6000 / 1e9), exchange = 1e-3 + 6000 / 1e6;
   EXPECT_NEAR(leadersAllReduceSeconds(wide, threeOneTwo, 6000,
-                                      BetweenHosts{BetweenHosts::Kind::Rounds, &doubling}),
+                                      BetweenHosts{&doubling}),
               chain + 3 * exchange + chain, 1e-15);
   // The direct round: one step of two copies.
   EXPECT_NEAR(leadersAllReduceSeconds(wide, threeOneTwo, 6000, direct),
@@ -441,7 +457,7 @@ TEST(PlanChoice, UnequalHostsPayTheChainThroughTheSegments) {
   EXPECT_NEAR(leadersAllReduceSeconds(slots, threeOneTwo, 6000, direct),
               slotChain + 3 * (1e-3 + 4000 / 1e6) + slotChain, 1e-15);
   EXPECT_NEAR(leadersAllReduceSeconds(slots, threeOneTwo, 6000,
-                                      BetweenHosts{BetweenHosts::Kind::Rounds, &doubling}),
+                                      BetweenHosts{&doubling}),
               slotChain + 3 * (1e-3 + 2000 / 1e6) + 2 * exchange + slotChain, 1e-15);
 
   // auto on hosts of 3, 1 and 2 ranks: the direct round within its budget, then the
@@ -470,7 +486,7 @@ TEST(PlanChoice, UnequalHostsPayTheChainThroughTheSegments) {
   s.netLink = LinkCost{1e-6, 1e10};
   EXPECT_EQ(chooseAllReduce(s, threeOneTwo, 65536), Algorithm::HierRing);
   // A knob still forces a plan.
-  s.algo = AlgoKnob::HierRd;
+  s.forced = Algorithm::HierRd;
   EXPECT_EQ(chooseAllReduce(s, threeOneTwo, 65536), Algorithm::HierRd);
 }
 
@@ -536,17 +552,17 @@ TEST(PlanChoice, TheGatherScatterAndBroadcastRowsOfPlanChoiceH) {
   EXPECT_EQ(chooseReduceScatter(s, uneven, 1000), Algorithm::Ring);
   EXPECT_EQ(chooseBroadcast(s, one), Algorithm::Ring);
   EXPECT_EQ(chooseBroadcast(s, uneven), Algorithm::HierRing);
-  s.algo = AlgoKnob::HierDirect;
+  s.forced = Algorithm::HierDirect;
   EXPECT_EQ(chooseAllGather(s, twoOfTwo, 1 << 20), Algorithm::HierDirect);
   EXPECT_EQ(chooseAllGather(s, uneven, 1 << 20), Algorithm::HierDirect);
   EXPECT_EQ(chooseReduceScatter(s, fourOfOne, 1000), Algorithm::HierDirect);
   EXPECT_EQ(chooseReduceScatter(s, uneven, 10), Algorithm::HierDirect);
-  s.algo = AlgoKnob::HierRd;
+  s.forced = Algorithm::HierRd;
   EXPECT_EQ(chooseAllGather(s, twoOfTwo, 10), Algorithm::HierRing);
   EXPECT_EQ(chooseAllGather(s, uneven, 10), Algorithm::HierRing);  // the leaders' ring
-  s.algo = AlgoKnob::HierRing;
+  s.forced = Algorithm::HierRing;
   EXPECT_EQ(chooseReduceScatter(s, uneven, 1 << 20), Algorithm::HierRing);
-  s.algo = AlgoKnob::Ring;
+  s.forced = Algorithm::Ring;
   EXPECT_EQ(chooseAllGather(s, twoOfTwo, 10), Algorithm::Ring);
   EXPECT_EQ(chooseReduceScatter(s, twoOfTwo, 1000), Algorithm::Ring);
   EXPECT_EQ(chooseBroadcast(s, twoOfTwo), Algorithm::Ring);

@@ -52,6 +52,11 @@ TEST(MessageHeader, EachFieldThatDiffersIsRefusedWithBothSides) {
        {"collective mismatch", "sequence 18", "sequence 17"}},
       {"fingerprint's algorithm", [](MessageHeader& h) { h.fingerprint.algorithm = Algorithm::Direct; },
        {"collective mismatch", "direct"}},
+      // A corrupt byte where the algorithm's number is: named as a number, never a row read
+      // past the table's end (under ASan/valgrind that read would show).
+      {"fingerprint's algorithm outside the table",
+       [](MessageHeader& h) { h.fingerprint.algorithm = static_cast<Algorithm>(200); },
+       {"collective mismatch", "unknown algorithm 200"}},
       {"sender", [](MessageHeader& h) { h.sender = 0; }, {"from rank 1", "from rank 0"}},
       {"message index", [](MessageHeader& h) { h.step = kStep + 1; },
        {"expected message 5", "got message 6"}},

@@ -94,20 +94,32 @@ CALL_PATH_MUTANTS = [
            "planBroadcast(size_, rank_, 0, a.count,", "cpp", "PreparedCall.*",
            why="the ring's plan function of a prepared broadcast loses its root"),
     Mutant("prepared_gather_runs_as_scatter", "csrc/executor/communicator_issue.cc",
-           "      return &Communicator::gatherPairwise;",
-           "      return &Communicator::scatterPairwise;", "cpp",
+           "      {C::Gather, A::Ring, false, &R::gatherPairwise},",
+           "      {C::Gather, A::Ring, false, &R::scatterPairwise},", "cpp",
            "PreparedCall.*",
            why="the table of plan functions runs a gather as the scatter of its buffers"),
     # Issue 69: the plan picks the function (planFunction), and what every collective does
     # around its plan is done once (run: premultiplied; oneRank).
     Mutant("two_level_all_reduce_runs_the_flat_ring", "csrc/executor/communicator_issue.cc",
-           "      return twoLevels ? &Communicator::allReduceTwoLevels : &Communicator::allReduceRing;",
-           "      return &Communicator::allReduceRing;", "cpp",
+           "      {C::AllReduce, A::HierRing, false, &R::allReduceTwoLevels},",
+           "      {C::AllReduce, A::HierRing, false, &R::allReduceRing},", "cpp",
            "TwoLevelAllReduce.AutoTakesTheRingItPricesLowerAndRunsIt",
            binaries=("ring_tcp_tests",),
            why="an all_reduce whose fingerprint names two levels runs the flat ring: the sums "
                "are right, in the flat ring's order, so the two plans' bits agree where they "
                "must differ"),
+    # Issue 69: one enum and one table of algorithms (protocol/algorithms.h).
+    Mutant("knob_forces_the_direct_round", "csrc/executor/plan_choice.cc",
+           "    if (!row.forcible) continue;\n", "", "cpp", "PlanChoice.*",
+           quick=True,
+           why="TORCH_RING_ALGO=direct is taken: a knob forces the direct round inside one host, "
+               "which only fits where the message fits one slot"),
+    Mutant("unknown_algorithm_read_past_the_table", "csrc/protocol/message_header.cc",
+           "  s += algorithm < kAlgorithmCount ? std::string(kAlgorithms[algorithm].described)",
+           "  s += true ? std::string(kAlgorithms[algorithm].described)", "cpp",
+           "MessageHeader.*",
+           why="a corrupt header's algorithm number is read as a row past the table's end: "
+               "garbage (or a crash) in the error instead of the number"),
     Mutant("premul_scales_one_block_of_a_reduce_scatter", "csrc/executor/communicator_issue.cc",
            "  scaleFn(a.dtype)(scaled->data(), input, a.factor, count);",
            "  scaleFn(a.dtype)(scaled->data(), input, a.factor, a.count);", "cpp",
@@ -172,13 +184,13 @@ CALL_PATH_MUTANTS = [
            why="a direct round small enough for the mailboxes goes through the FIFOs: the "
                "protocol TORCH_RING_LL_BYTES chooses is ignored"),
     Mutant("one_host_barrier_takes_the_ring", "csrc/executor/plan_choice.h",
-           "if (k != Collective::Barrier && s.algo == AlgoKnob::Auto && layout.hosts() <= 1) {",
-           "if (s.algo == AlgoKnob::Auto && layout.hosts() <= 1) {", "cpp", "PlanChoice.*",
+           "if (k != Collective::Barrier && !s.forced && layout.hosts() <= 1) {",
+           "if (!s.forced && layout.hosts() <= 1) {", "cpp", "PlanChoice.*",
            quick=True,
            why="inside one host a barrier is planned as the flat ring: its one mailbox round is "
                "lost"),
     Mutant("one_host_ignores_the_plan_knob", "csrc/executor/plan_choice.h",
-           "if (k != Collective::Barrier && s.algo == AlgoKnob::Auto && layout.hosts() <= 1) {",
+           "if (k != Collective::Barrier && !s.forced && layout.hosts() <= 1) {",
            "if (k != Collective::Barrier && layout.hosts() <= 1) {", "cpp", "PlanChoice.*",
            why="inside one host TORCH_RING_ALGO=hier_ring is ignored: the flat ring runs"),
     Mutant("recorder_keeps_earlier_shapes", "csrc/executor/flight_recorder.cc",
