@@ -38,18 +38,16 @@ struct AlgorithmRow {
   // Whether TORCH_RING_ALGO may name it. The direct round inside one host is auto's alone: its
   // message must fit one slot, which a knob cannot promise for every call.
   bool forcible;
-  // Inside each host first, then between the hosts.
-  bool twoLevels;
 };
 
 // In the enum's order: row i is the algorithm numbered i (checked below).
 inline constexpr AlgorithmRow kAlgorithms[] = {
-    {Algorithm::Ring, "ring", "", true, false},
-    {Algorithm::Direct, "direct", ", direct", false, false},
-    {Algorithm::HierRing, "hier_ring", ", two-level ring", true, true},
-    {Algorithm::HierRd, "hier_rd", ", two-level recursive doubling", true, true},
-    {Algorithm::HierDirect, "hier_direct", ", two-level direct", true, true},
-    {Algorithm::HierRadix, "hier_radix", ", two-level rounds of several hosts", true, true},
+    {Algorithm::Ring, "ring", "", true},
+    {Algorithm::Direct, "direct", ", direct", false},
+    {Algorithm::HierRing, "hier_ring", ", two-level ring", true},
+    {Algorithm::HierRd, "hier_rd", ", two-level recursive doubling", true},
+    {Algorithm::HierDirect, "hier_direct", ", two-level direct", true},
+    {Algorithm::HierRadix, "hier_radix", ", two-level rounds of several hosts", true},
 };
 inline constexpr size_t kAlgorithmCount = sizeof(kAlgorithms) / sizeof(kAlgorithms[0]);
 
