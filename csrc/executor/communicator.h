@@ -150,9 +150,7 @@ class Communicator {
     return chooseCallPlan(plans_, layout_, k, bytes);
   }
   // What such a call is expected to take, in seconds (executor/call_estimate.h).
-  double estimatedSeconds(Collective k, int64_t bytes) const {
-    return estimateCallSeconds(plans_, layout_, k, bytes);
-  }
+  double estimatedSeconds(Collective k, int64_t bytes) const;
   // Its algorithm: an all_reduce (Algorithm::Direct, Ring, HierRing, HierRd, HierRadix or
   // HierDirect), an all_gather (Direct, Ring, HierRing or HierDirect), a reduce_scatter (Ring,
   // HierRing or HierDirect), a broadcast (Ring or HierRing).
@@ -176,11 +174,14 @@ class Communicator {
   WaitContext waitContext(const Fingerprint& fp, const CallInfo& c);
 
  private:
+  // The plan table (communicator_issue.cc): one row per plan of a collective, its function
+  // and its price. Throws (a fault of the choice) for a plan without a row.
+  struct PlanRow;
+  static const PlanRow& planRow(Collective k, Algorithm a, bool mailbox);
   // The plan functions (PlanFunction, prepared_call.h): prepare picks one per call from the
-  // collective, its plan and the group's size, and run() calls it inside guarded(), after
-  // PREMUL_SUM's scaling (premultiplied). Reducing collectives in reducing_collectives.cc,
-  // the others in moving_collectives.cc.
-  PlanFunction planFunction(const PreparedCall& p) const;
+  // table (oneRank on a group of one), and run() calls it inside guarded(), after PREMUL_SUM's
+  // scaling (premultiplied). Reducing collectives in reducing_collectives.cc, the others in
+  // moving_collectives.cc.
   void allReduceMailbox(const PreparedCall& p, const void* in, void* out, const WaitContext& ctx);
   void allReduceDirect(const PreparedCall& p, const void* in, void* out, const WaitContext& ctx);
   void allReduceTwoLevels(const PreparedCall& p, const void* in, void* out,

@@ -3,6 +3,7 @@
 // it is one mailbox round (post), the question whether every peer has issued it (allIssued),
 // and its run: PREMUL_SUM's scaling, then the plan's function, inside the guard (run). What the
 // backend's runner does with a call (backend/work_queue.h).
+#include <algorithm>
 #include <thread>
 #include <vector>
 
@@ -64,6 +65,69 @@ bool Communicator::allIssued(uint64_t count, std::chrono::microseconds patience,
   return pollFor(patience, [&] { return transport_->allIssued(count); });
 }
 
+// Why one table: a call's collective and plan are chosen once (chooseCallPlan); which code
+// runs them, and what they are expected to cost, are read here from one row, so that run()
+// calls the function without asking again and the time estimator prices the plan the call
+// would take. A row is (collective, algorithm, one mailbox round or not), its function and its
+// price (call_estimate.h); a new plan is one row here and one function. A plan without a row
+// is a fault of the choice, named here, not a wrong plan run.
+struct Communicator::PlanRow {
+  Collective collective;
+  Algorithm algorithm;
+  bool mailbox;
+  PlanFunction function;
+  PlanPrice price;
+};
+
+const Communicator::PlanRow& Communicator::planRow(Collective k, Algorithm a, bool mailbox) {
+  using C = Collective;
+  using A = Algorithm;
+  using R = Communicator;
+  namespace price = plan_prices;
+  static constexpr PlanRow kRows[] = {
+      {C::AllReduce, A::Direct, true, &R::allReduceMailbox, price::directRound},
+      {C::AllReduce, A::Direct, false, &R::allReduceDirect, price::directRound},
+      {C::AllReduce, A::Ring, false, &R::allReduceRing, price::flatAllReduce},
+      {C::AllReduce, A::HierRing, false, &R::allReduceTwoLevels, price::twoLevelAllReduce},
+      {C::AllReduce, A::HierRd, false, &R::allReduceTwoLevels, price::leadersRounds},
+      {C::AllReduce, A::HierDirect, false, &R::allReduceTwoLevels, price::leadersDirectRound},
+      {C::AllReduce, A::HierRadix, false, &R::allReduceTwoLevels, price::leadersRounds},
+      {C::AllGather, A::Direct, true, &R::allGatherMailbox, price::directRound},
+      {C::AllGather, A::Direct, false, &R::allGatherDirect, price::directRound},
+      {C::AllGather, A::Ring, false, &R::allGatherRing, price::flatAllGather},
+      {C::AllGather, A::HierRing, false, &R::allGatherTwoLevels, price::twoLevelAllGather},
+      {C::AllGather, A::HierDirect, false, &R::allGatherTwoLevels, price::twoLevelAllGather},
+      {C::ReduceScatter, A::Ring, false, &R::reduceScatterRing, price::flatAllGather},
+      {C::ReduceScatter, A::HierRing, false, &R::reduceScatterTwoLevels,
+       price::twoLevelAllGather},
+      {C::ReduceScatter, A::HierDirect, false, &R::reduceScatterTwoLevels,
+       price::twoLevelAllGather},
+      // broadcast and reduce: priced as the flat chain whatever the plan.
+      {C::Broadcast, A::Ring, false, &R::broadcastRing, price::flatAllGather},
+      {C::Broadcast, A::HierRing, false, &R::broadcastHostChain, price::flatAllGather},
+      {C::Reduce, A::Ring, false, &R::reduceRing, price::flatAllGather},
+      {C::Gather, A::Ring, false, &R::gatherPairwise, price::pairwise},
+      {C::Scatter, A::Ring, false, &R::scatterPairwise, price::pairwise},
+      {C::Barrier, A::Ring, true, &R::barrierMailbox, price::emptyRound},
+      {C::Barrier, A::Ring, false, &R::barrierRing, price::emptyRound},
+  };
+  for (const PlanRow& row : kRows) {
+    if (row.collective == k && row.algorithm == a && row.mailbox == mailbox) return row;
+  }
+  RING_ASSERT(false, "the plan table has no row for ", collectiveName(k), " by ",
+              algorithmRow(a).word, mailbox ? " in one mailbox round" : "");
+  return kRows[0];  // not reached: RING_ASSERT throws
+}
+
+double Communicator::estimatedSeconds(Collective k, int64_t bytes) const {
+  if (size_ <= 1) return kCallOverheadSeconds;
+  const double b = static_cast<double>(std::max<int64_t>(bytes, 0));
+  if (k == Collective::AllToAll) return kCallOverheadSeconds + allToAllSeconds(plans_, layout_, b);
+  const CallPlan plan = chooseCallPlan(plans_, layout_, k, static_cast<int64_t>(b));
+  const PlanRow& row = planRow(k, plan.algorithm, plan.mailboxRound);
+  return kCallOverheadSeconds + row.price(PriceInputs{plans_, layout_, plan, b});
+}
+
 PreparedCall Communicator::prepare(const CollectiveArgs& a, uint64_t seq) const {
   // What the factories of CollectiveArgs guarantee, asked once here: every plan relies on it
   // (the one-rank case takes no link, so nothing later would name a bad root or count).
@@ -112,60 +176,10 @@ PreparedCall Communicator::prepare(const CollectiveArgs& a, uint64_t seq) const 
   const bool hasMailboxRound = a.kind == Collective::AllReduce ||
                                a.kind == Collective::AllGather || a.kind == Collective::Barrier;
   p.box = hasMailboxRound && size_ > 1 ? mailboxOf(p.plan) : nullptr;
-  p.function = planFunction(p);
+  // One rank runs every collective as its own copy; else the table's row for the plan.
+  p.function = size_ == 1 ? &Communicator::oneRank
+                          : planRow(a.kind, p.plan.algorithm, p.box != nullptr).function;
   return p;
-}
-
-// Why one table: the collective and its plan were chosen above; which code runs them is chosen
-// here, once, so that run() calls it without asking again. A row is (collective, algorithm,
-// one mailbox round or not) and the function that runs it; a new plan is one row here and one
-// function. A plan without a row is a fault of the choice, named here, not a wrong plan run.
-PlanFunction Communicator::planFunction(const PreparedCall& p) const {
-  if (size_ == 1) return &Communicator::oneRank;
-  struct Row {
-    Collective collective;
-    Algorithm algorithm;
-    bool mailbox;
-    PlanFunction function;
-  };
-  using C = Collective;
-  using A = Algorithm;
-  using R = Communicator;
-  static constexpr Row kRows[] = {
-      {C::AllReduce, A::Direct, true, &R::allReduceMailbox},
-      {C::AllReduce, A::Direct, false, &R::allReduceDirect},
-      {C::AllReduce, A::Ring, false, &R::allReduceRing},
-      {C::AllReduce, A::HierRing, false, &R::allReduceTwoLevels},
-      {C::AllReduce, A::HierRd, false, &R::allReduceTwoLevels},
-      {C::AllReduce, A::HierDirect, false, &R::allReduceTwoLevels},
-      {C::AllReduce, A::HierRadix, false, &R::allReduceTwoLevels},
-      {C::AllGather, A::Direct, true, &R::allGatherMailbox},
-      {C::AllGather, A::Direct, false, &R::allGatherDirect},
-      {C::AllGather, A::Ring, false, &R::allGatherRing},
-      {C::AllGather, A::HierRing, false, &R::allGatherTwoLevels},
-      {C::AllGather, A::HierDirect, false, &R::allGatherTwoLevels},
-      {C::ReduceScatter, A::Ring, false, &R::reduceScatterRing},
-      {C::ReduceScatter, A::HierRing, false, &R::reduceScatterTwoLevels},
-      {C::ReduceScatter, A::HierDirect, false, &R::reduceScatterTwoLevels},
-      {C::Broadcast, A::Ring, false, &R::broadcastRing},
-      {C::Broadcast, A::HierRing, false, &R::broadcastHostChain},
-      {C::Reduce, A::Ring, false, &R::reduceRing},
-      {C::Gather, A::Ring, false, &R::gatherPairwise},
-      {C::Scatter, A::Ring, false, &R::scatterPairwise},
-      {C::Barrier, A::Ring, true, &R::barrierMailbox},
-      {C::Barrier, A::Ring, false, &R::barrierRing},
-  };
-  const bool mailbox = p.box != nullptr;
-  for (const Row& row : kRows) {
-    if (row.collective == p.args.kind && row.algorithm == p.plan.algorithm &&
-        row.mailbox == mailbox) {
-      return row.function;
-    }
-  }
-  RING_ASSERT(false, "no plan function for ", collectiveName(p.args.kind), " by ",
-              algorithmRow(p.plan.algorithm).word, mailbox ? " in one mailbox round" : "",
-              " (sequence ", p.seq, ")");
-  return nullptr;
 }
 
 const void* Communicator::premultiplied(const PreparedCall& p, const void* input, void* output,

@@ -1,5 +1,5 @@
 // The Communicator's plan functions of the collectives that move data without reducing it:
-// all_gather, broadcast, gather, scatter (each runs the plan prepare chose for it: planFunction,
+// all_gather, broadcast, gather, scatter (each runs the plan prepare chose for it: planRow,
 // communicator_issue.cc, inside guarded()), and all_to_all, which has one plan and stamps its
 // own fingerprint.
 #include "executor/communicator.h"

@@ -1,6 +1,6 @@
 // The Communicator's plan functions of the collectives that reduce: all_reduce, reduce_scatter,
 // reduce, and the barrier (a zero-length all_reduce), and of every collective on one rank. Each
-// runs the plan prepare chose for it (planFunction, communicator_issue.cc), inside guarded() and
+// runs the plan prepare chose for it (planRow, communicator_issue.cc), inside guarded() and
 // after PREMUL_SUM's scaling (run): here is only the plan.
 #include "executor/communicator.h"
 

@@ -5,7 +5,8 @@
 // compares it, message_header.h), its word is TORCH_RING_ALGO's and the flight recorder's plan
 // name, and its description ends every mismatch error. Written once per row, a new algorithm is
 // one line of the enum and one row here; which code runs it is the plan table's choice
-// (executor/communicator_issue.cc, planFunction) and when auto takes it plan_choice's.
+// (executor/communicator_issue.cc, planRow: its function and its price) and when auto takes
+// it plan_choice's.
 #pragma once
 
 #include <cstddef>

@@ -375,5 +375,79 @@ TEST(TwoLevelAllReduce, RanksWithDifferentPlansFailAtSetUpNamingTheKnob) {
   }
 }
 
+
+// torch's time estimator prices a call as the plan it would take: the alpha-beta model's cost
+// of that plan (docs/scale.md; schedule/ring_costs.h holds its closed forms) plus the call's
+// overhead. The plan comes from planOf; which closed form belongs to which plan is written out
+// here, from the model, so a row of the plan table that prices one plan as another fails.
+TEST(TimeEstimate, EachCallIsPricedAsThePlanItTakes) {
+  const std::vector<Layout> layouts = {{"2x2", {0, 0, 1, 1}}, {"3+1+2", {0, 0, 0, 1, 2, 2}}};
+  const std::vector<Collective> collectives = {
+      Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,
+      Collective::Broadcast, Collective::Reduce,    Collective::Gather,
+      Collective::Scatter,   Collective::Barrier,   Collective::AllToAll};
+  for (const Layout& l : layouts) {
+    for (const char* algo : {"auto", "ring", "hier_ring", "hier_rd", "hier_direct", "hier_radix"}) {
+      const int n = static_cast<int>(l.hostOf.size());
+      MemoryStore store;
+      auto out = runRanks(n, [&](int rank) {
+        Communicator comm(store, rank, n, hostOptions(l, rank, algo));
+        PlanSettings s;  // madeUpHostOptions' figures; the links at their defaults
+        s.ranks = n;
+        s.slotBytes = 256;
+        const RingShape shape = shapeOf(s, comm.layout());
+        const LinkCost net = kDefaultNetLink;
+        for (Collective k : collectives) {
+          for (int64_t bytes : {0, 64, 300, 1000, 3000, 65536}) {
+            const CallPlan plan = comm.planOf(k, bytes);
+            const double b = static_cast<double>(bytes);
+            const bool twoLevels = plan.algorithm != Algorithm::Ring;
+            double want = 0;
+            switch (k) {
+              case Collective::AllReduce:
+                if (plan.algorithm == Algorithm::HierRd || plan.algorithm == Algorithm::HierRadix) {
+                  want = leadersAllReduceSeconds(shape, comm.layout(), b, BetweenHosts{&plan.rounds});
+                } else if (plan.algorithm == Algorithm::HierDirect) {
+                  want = leadersAllReduceSeconds(shape, comm.layout(), b, BetweenHosts{});
+                } else if (plan.algorithm == Algorithm::HierRing) {
+                  want = comm.layout().ranksPerHost() == 0
+                             ? segmentedAllReduceSeconds(shape, comm.layout(), b)
+                             : twoLevelAllReduceSeconds(shape, b);
+                } else {
+                  want = flatAllReduceSeconds(shape, b);
+                }
+                break;
+              case Collective::AllGather:
+              case Collective::ReduceScatter:
+                want = twoLevels ? twoLevelAllGatherSeconds(shape, b * n)
+                                 : flatAllGatherSeconds(shape, b * n);
+                break;
+              case Collective::Broadcast:
+              case Collective::Reduce:  // a chain of n-1 hops of the whole message
+                want = flatAllGatherSeconds(shape, b * n);
+                break;
+              case Collective::Gather:
+              case Collective::Scatter:  // the root's exchange with each other rank in turn
+                want = (n - 1) * (net.alphaSeconds + b / net.bytesPerSecond);
+                break;
+              case Collective::AllToAll:  // n-1 rounds of one rank's share
+                want = (n - 1) * (net.alphaSeconds + b / n / net.bytesPerSecond);
+                break;
+              default:  // barrier: one round of empty messages
+                want = net.alphaSeconds;
+                break;
+            }
+            EXPECT_NEAR(comm.estimatedSeconds(k, bytes), kCallOverheadSeconds + want,
+                        1e-12 + 1e-9 * want)
+                << l.name << " " << algo << " " << collectiveName(k) << " of " << bytes
+                << " bytes by " << algorithmRow(plan.algorithm).word << ", rank " << rank;
+          }
+        }
+      });
+      expectEveryRankOk(out, strCat(l.name, " ", algo));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ring

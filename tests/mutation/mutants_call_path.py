@@ -94,15 +94,16 @@ CALL_PATH_MUTANTS = [
            "planBroadcast(size_, rank_, 0, a.count,", "cpp", "PreparedCall.*",
            why="the ring's plan function of a prepared broadcast loses its root"),
     Mutant("prepared_gather_runs_as_scatter", "csrc/executor/communicator_issue.cc",
-           "      {C::Gather, A::Ring, false, &R::gatherPairwise},",
-           "      {C::Gather, A::Ring, false, &R::scatterPairwise},", "cpp",
+           "      {C::Gather, A::Ring, false, &R::gatherPairwise, price::pairwise},",
+           "      {C::Gather, A::Ring, false, &R::scatterPairwise, price::pairwise},", "cpp",
            "PreparedCall.*",
            why="the table of plan functions runs a gather as the scatter of its buffers"),
-    # Issue 69: the plan picks the function (planFunction), and what every collective does
+    # Issue 69: the plan picks the function (planRow), and what every collective does
     # around its plan is done once (run: premultiplied; oneRank).
     Mutant("two_level_all_reduce_runs_the_flat_ring", "csrc/executor/communicator_issue.cc",
-           "      {C::AllReduce, A::HierRing, false, &R::allReduceTwoLevels},",
-           "      {C::AllReduce, A::HierRing, false, &R::allReduceRing},", "cpp",
+           "      {C::AllReduce, A::HierRing, false, &R::allReduceTwoLevels, price::twoLevelAllReduce},",
+           "      {C::AllReduce, A::HierRing, false, &R::allReduceRing, price::twoLevelAllReduce},",
+           "cpp",
            "TwoLevelAllReduce.AutoTakesTheRingItPricesLowerAndRunsIt",
            binaries=("ring_tcp_tests",),
            why="an all_reduce whose fingerprint names two levels runs the flat ring: the sums "
@@ -120,6 +121,17 @@ CALL_PATH_MUTANTS = [
            "MessageHeader.*",
            why="a corrupt header's algorithm number is read as a row past the table's end: "
                "garbage (or a crash) in the error instead of the number"),
+    Mutant("rounds_priced_as_the_direct_round", "csrc/executor/communicator_issue.cc",
+           "      {C::AllReduce, A::HierRd, false, &R::allReduceTwoLevels, price::leadersRounds},",
+           "      {C::AllReduce, A::HierRd, false, &R::allReduceTwoLevels, price::leadersDirectRound},",
+           "cpp", "TimeEstimate.*", binaries=("ring_tcp_tests",),
+           why="torch's time estimator prices recursive doubling between hosts as one direct "
+               "round: on three hosts it leaves out the folded host's two exchanges"),
+    Mutant("two_level_all_gather_priced_as_the_flat_ring", "csrc/executor/communicator_issue.cc",
+           "      {C::AllGather, A::HierRing, false, &R::allGatherTwoLevels, price::twoLevelAllGather},",
+           "      {C::AllGather, A::HierRing, false, &R::allGatherTwoLevels, price::flatAllGather},",
+           "cpp", "TimeEstimate.*", binaries=("ring_tcp_tests",),
+           why="an all_gather in two levels is priced as the flat ring it does not run"),
     Mutant("premul_scales_one_block_of_a_reduce_scatter", "csrc/executor/communicator_issue.cc",
            "  scaleFn(a.dtype)(scaled->data(), input, a.factor, count);",
            "  scaleFn(a.dtype)(scaled->data(), input, a.factor, a.count);", "cpp",
