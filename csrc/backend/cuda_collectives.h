@@ -98,7 +98,7 @@ class CudaCollectives {
   const int rank_;
   const at::Device device_;
   const std::string groupName_;
-  DedicatedStream& commStream_;  // the group's (RingBackend::orderStream)
+  DedicatedStream& commStream_;  // the group's (CudaRoute::orderStream)
   // `finished`, cut off when this object goes (a task may finish later: kept past
   // destroy_process_group by a Work, or given up on after an abort).
   struct FinishedSink {

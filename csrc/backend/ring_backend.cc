@@ -20,6 +20,7 @@
 #include "common/phase_probe.h"
 #ifdef RING_WITH_CUDA
 #include "backend/cuda_collectives.h"
+#include "backend/cuda_route.h"
 #include "backend/cuda_sync.h"
 #include "backend/staging.h"
 #endif
@@ -63,9 +64,11 @@ RingBackend::CallRoute RingBackend::route(const CheckScope& s, const at::Tensor*
   }
 #ifdef RING_WITH_CUDA
   // Before the sequence number is taken: a refused call leaves the group's count alone.
-  beforeCudaCollective(s, cudaTensor->device(), effectiveTimeout(timeout));
+  cuda_->beforeCollective(s, cudaTensor->device(), effectiveTimeout(timeout));
   if (kernelCollective) {
-    if (CudaCollectives* kernels = kernelsFor(s, *cudaTensor)) return {Route::CudaKernel, kernels};
+    if (CudaCollectives* kernels = cuda_->kernelsFor(s, *cudaTensor, getBoundDeviceId())) {
+      return {Route::CudaKernel, kernels};
+    }
   }
   return {Route::Staged};
 #else
@@ -113,13 +116,12 @@ c10::intrusive_ptr<c10d::Work> RingBackend::runStaged(const CheckScope& s, HostC
   const uint64_t seq = seq_++;
   // Copies in queued now on the group's stream (after its earlier calls' GPU work); the copies
   // back queued there once the host part ends, before any later call's GPU work (which waits
-  // for that in beforeCudaCollective).
+  // for that in CudaRoute::beforeCollective).
   auto staged = std::make_shared<StagedCall>(
       s.collective, strCat(s.collective, " (sequence ", seq, ") on rank ", rank_), call.type, seq,
-      rank_, orderStream(device), call.inputs, call.outputs);
+      rank_, cuda_->orderStream(device), call.inputs, call.outputs);
   {
-    std::lock_guard<std::mutex> lock(stagedMutex_);
-    stagedInFlight_.push_back(staged);
+    cuda_->addStaged(staged);
   }
   call.inputs = staged->hostInputs();
   call.outputs = staged->hostOutputs();

@@ -39,6 +39,7 @@ namespace ring {
 struct CheckScope;        // backend/tensor_checks.h
 class CudaCollectives;    // backend/cuda_collectives.h
 #ifdef RING_WITH_CUDA
+class CudaRoute;          // backend/cuda_route.h
 class DedicatedStream;    // backend/cuda_sync.h
 class StagedCall;         // backend/staging.h
 #endif
@@ -286,7 +287,7 @@ class RingBackend : public c10d::Backend {
   // `cudaTensor`: a CUDA tensor of the call (the group's device is its), null where every
   // tensor is on the CPU. `kernelCollective`: one of the four collectives with a CUDA ring
   // kernel. Refuses a call on a group without members; for a CUDA call, first does what every
-  // CUDA collective does before it is issued (beforeCudaCollective), and for a kernel
+  // CUDA collective does before it is issued (CudaRoute::beforeCollective), and for a kernel
   // collective sets the kernels up on the group's first.
   CallRoute route(const CheckScope& s, const at::Tensor* cudaTensor, c10d::OpType type,
                   std::chrono::milliseconds timeout, bool kernelCollective);
@@ -330,8 +331,6 @@ class RingBackend : public c10d::Backend {
   // Between startTimeEstimate and endTimeEstimate: calls are priced, not run. Read by every
   // call's thread, so atomic; the sum under its mutex (calls may come from several threads).
   std::atomic<bool> estimating_{false};
-  // enableCollectivesTiming was called: a CUDA ring set up later times its kernels too.
-  std::atomic<bool> timeKernels_{false};
   std::mutex estimateMutex_;
   double estimatedSeconds_ = 0;
   // Where every call reports its end (getError, the dump after a failure, the completion hook).
@@ -357,47 +356,18 @@ class RingBackend : public c10d::Backend {
   std::unique_ptr<TorchStore> store_;
   std::unique_ptr<SetupKeys> setupKeys_;
 #ifdef RING_WITH_CUDA
-  // The group's CUDA kernels for CUDA tensor `t` (route), or null where the group stages CUDA
-  // tensors through host memory instead. Set up (collectively) on the first CUDA call of the
-  // four kernel collectives; a tensor on another device than the group's is a usage error.
-  CudaCollectives* kernelsFor(const CheckScope& s, const at::Tensor& t);
+  // The group's kernels on `device`, over its communicator and store, queuing their work on
+  // `stream`: CudaRoute's MakeKernels (cuda_route.h). Throws naming the call where set-up fails.
+  std::unique_ptr<CudaCollectives> makeCudaKernels(const CheckScope& s, const at::Device& device,
+                                                   DedicatedStream& stream);
   // A host call on CUDA tensors (Route::Staged): its copies in queued on the group's stream,
   // the host ring over pinned copies, its copies back queued when that ends.
   c10::intrusive_ptr<c10d::Work> runStaged(const CheckScope& s, HostCall call);
-  // Before a CUDA collective is issued (any path): refuses it under CUDA graph capture (its
-  // host part could never be captured, nor its counters replayed), and waits until every
-  // earlier staged collective of the group has queued its copies back, so that the new call's
-  // GPU work, queued behind them on the group's stream, reads their results. Bounded by
-  // `timeout`. The group's CUDA collectives so run in issue order, whatever their paths, as
-  // ProcessGroupNCCL's do on its one stream per device.
-  void beforeCudaCollective(const CheckScope& s, const at::Device& device,
-                            std::chrono::milliseconds timeout);
-  // A point-to-point call's refusal under capture (p2p calls are not ordered after the
-  // group's collectives: they are ordered after the caller's stream, as NCCL's).
-  void refuseGraphCapture(const CheckScope& s, const at::Device& device);
-  // Sets up the CUDA path on `device` if not yet tried (collective). Caller holds cudaMutex_.
-  void setUpCudaLocked(const CheckScope& s, const at::Device& device);
-  // The stream every CUDA collective of the group on `device` queues its GPU work on: the
-  // kernels and the staged calls' copies alike, so that their order on the GPU is the order
-  // they were issued in (created on first use).
-  DedicatedStream& orderStream(const at::Device& device);
-  // The stream point-to-point calls on `device` copy on.
-  DedicatedStream& p2pStream(const at::Device& device);
-  // The stream of `device` in `streams`, made on first use. Caller holds cudaMutex_.
-  using DeviceStreams = std::map<c10::DeviceIndex, std::unique_ptr<DedicatedStream>>;
-  static DedicatedStream& streamOf(DeviceStreams& streams, const at::Device& device);
   // Copies a staged call's outputs back once its host part (hostWork) has ended.
   static void finishWhenDone(const c10::intrusive_ptr<RingWork>& hostWork,
                              const std::shared_ptr<StagedCall>& staged);
-  std::mutex cudaMutex_;
-  bool cudaTried_ = false;
-  DeviceStreams orderStreams_;
-  DeviceStreams p2pStreams_;
-  // Staged collectives whose copies back may not be queued yet (beforeCudaCollective).
-  std::mutex stagedMutex_;
-  std::vector<std::shared_ptr<StagedCall>> stagedInFlight_;
-  // Declared last: destroyed first, while the communicator it reports to still exists.
-  std::unique_ptr<CudaCollectives> cuda_;
+  // Declared last: destroyed first, while the communicator its kernels report to still exists.
+  std::unique_ptr<CudaRoute> cuda_;
 #endif
 };
 

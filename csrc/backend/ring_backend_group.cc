@@ -23,6 +23,7 @@
 #include "common/logging.h"
 #ifdef RING_WITH_CUDA
 #include "backend/cuda_collectives.h"
+#include "backend/cuda_route.h"
 #include "backend/cuda_sync.h"
 #endif
 
@@ -46,6 +47,12 @@ RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
       c10dStore_(store),
       options_(std::move(options)) {
   stableRank_ = globalRanks()[static_cast<size_t>(rank)];
+#ifdef RING_WITH_CUDA
+  cuda_ = std::make_unique<CudaRoute>(
+      rank, [this](const CheckScope& s, const at::Device& device, DedicatedStream& stream) {
+        return makeCudaKernels(s, device, stream);
+      });
+#endif
 #ifdef C10D_BACKEND_HAS_RECONFIGURE
   if (options_->enable_reconfigure) {
     // torch's fault-tolerance regime: no links until reconfigure() names the members.
@@ -150,18 +157,7 @@ void RingBackend::disconnect() {
     p2p_.reset();
   }
 #ifdef RING_WITH_CUDA
-  {
-    // Waits for kernels in flight (each bounded by its timeout), then frees the CUDA state.
-    std::lock_guard<std::mutex> cudaLock(cudaMutex_);
-    cuda_.reset();
-    cudaTried_ = true;  // no CUDA set-up after shutdown: calls now fail in the queue
-    {
-      std::lock_guard<std::mutex> stagedLock(stagedMutex_);
-      stagedInFlight_.clear();  // the queue has run them all
-    }
-    orderStreams_.clear();
-    p2pStreams_.clear();
-  }
+  cuda_->shutdown();
 #endif
   // The rest goes now rather than with the last reference to the group (Python code often
   // keeps a subgroup object around): the links with their threads, sockets and shared memory,
@@ -289,10 +285,8 @@ void RingBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAl
 }
 
 void RingBackend::enableCollectivesTiming() {
-  timeKernels_.store(true);
 #ifdef RING_WITH_CUDA
-  std::lock_guard<std::mutex> lock(cudaMutex_);
-  if (cuda_) cuda_->timeKernels();
+  cuda_->timeKernels();
 #endif
 }
 
@@ -318,8 +312,7 @@ void RingBackend::eagerConnectSingleDevice(at::Device device) {
 #ifdef RING_WITH_CUDA
   if (!device.is_cuda()) return;
   LogScope logScope(rank_, groupName_);
-  std::lock_guard<std::mutex> lock(cudaMutex_);
-  setUpCudaLocked(CheckScope{"init_process_group(device_id)", rank_, size_}, device);
+  cuda_->setUp(CheckScope{"init_process_group(device_id)", rank_, size_}, device);
 #else
   (void)device;
 #endif

@@ -14,6 +14,7 @@
 #include "common/errors.h"
 #include "common/logging.h"
 #ifdef RING_WITH_CUDA
+#include "backend/cuda_route.h"
 #include "backend/staging.h"
 #endif
 
@@ -49,9 +50,9 @@ c10::intrusive_ptr<c10d::Work> RingBackend::pointToPoint(bool isSend, at::Tensor
 #ifdef RING_WITH_CUDA
   std::shared_ptr<StagedCall> staged;
   if (tensor.is_cuda()) {
-    refuseGraphCapture(s, tensor.device());
+    cuda_->refuseGraphCapture(s, tensor.device());
     staged = std::make_shared<StagedCall>(name, strCat(name, " on rank ", rank_), type, 0, rank_,
-                                          p2pStream(tensor.device()),
+                                          cuda_->p2pStream(tensor.device()),
                                           isSend ? Tensors{tensor} : Tensors{},
                                           isSend ? Tensors{} : Tensors{tensor});
     data = isSend ? staged->hostInputs()[0] : staged->hostOutputs()[0];

@@ -22,6 +22,7 @@
 #include "common/logging.h"
 #ifdef RING_WITH_CUDA
 #include "backend/cuda_collectives.h"
+#include "backend/cuda_route.h"
 #endif
 
 namespace ring {
@@ -122,10 +123,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::reconfigure(const c10d::ReconfigureO
   }
   reconfigureFailure_.clear();
 #ifdef RING_WITH_CUDA
-  {
-    std::lock_guard<std::mutex> lock(cudaMutex_);
-    cudaTried_ = false;  // the CUDA path sets up again on first use, over the new members
-  }
+  cuda_->allowSetUpAgain();  // on first use, over the new members
 #endif
   reconfigureUuid_ = opts.uuid;
   return completedWork({});

@@ -89,24 +89,24 @@ CUDA_MUTANTS = [
            "CudaEngineCapture.AQueryRefusedByTheCallersOwnCaptureIsNotAFailure",
            binaries=("ring_cuda_engine_tests",),
            why="Work.is_completed() inside the caller's own capture breaks the group"),
-    Mutant("cuda_staged_not_refused_under_capture", "csrc/backend/ring_backend_cuda.cc",
+    Mutant("cuda_staged_not_refused_under_capture", "csrc/backend/cuda_route.cc",
            "  if (capture == cudaStreamCaptureStatusNone) return;", "  return;", "emu",
            f"{_EMU} staged_call_under_capture",
            why="a staged call under capture has its copies captured and fails later on every "
                "rank, instead of a refusal at once"),
-    # The order of a group's CUDA calls (backend/ring_backend.cc, ring_backend_cuda.cc).
+    # The order of a group's CUDA calls (backend/ring_backend.cc, cuda_route.cc).
     Mutant("cuda_staged_copies_off_the_group_stream", "csrc/backend/ring_backend.cc",
-           "      rank_, orderStream(device), call.inputs, call.outputs);",
-           "      rank_, p2pStream(device), call.inputs, call.outputs);", "emu",
+           "      rank_, cuda_->orderStream(device), call.inputs, call.outputs);",
+           "      rank_, cuda_->p2pStream(device), call.inputs, call.outputs);", "emu",
            f"{_EMU} earlier_kernels_result",
            why="a staged call copies its input before an earlier kernel of the group wrote it"),
     # route() makes the CUDA checks once, for the kernel and the staged paths alike.
     Mutant("cuda_route_skips_the_cuda_checks", "csrc/backend/ring_backend.cc",
-           "  beforeCudaCollective(s, cudaTensor->device(), effectiveTimeout(timeout));\n", "",
+           "  cuda_->beforeCollective(s, cudaTensor->device(), effectiveTimeout(timeout));\n", "",
            "emu", f"{_EMU} earlier_staged",
            why="no CUDA call waits for an earlier staged call's copies back: a later call "
                "reads its output before the copy landed"),
-    Mutant("cuda_later_calls_not_after_staged", "csrc/backend/ring_backend_cuda.cc",
+    Mutant("cuda_later_calls_not_after_staged", "csrc/backend/cuda_route.cc",
            "  if (earlier.empty()) return;", "  return;", "emu", f"{_EMU} earlier_staged",
            why="a call reads an earlier staged call's output before its copy back landed"),
     Mutant("cuda_timeout_not_a_timeout", "csrc/executor/cuda_watchdog.cc",
