@@ -55,7 +55,7 @@ RingBackend::CallRoute RingBackend::route(const CheckScope& s, const at::Tensor*
                                           bool kernelCollective) {
   LogScope logScope(rank_, groupName_);
   checkConnected(s);
-  if (estimating_.load(std::memory_order_relaxed)) return {Route::Priced};
+  if (estimate_.open()) return {Route::Priced};
   if (cudaTensor == nullptr) {
     // Not a barrier: held, its wait would return at once (coalescing.h) and it would hold no
     // rank back; it runs when called, before the block's calls, alike on every rank.

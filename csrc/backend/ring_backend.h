@@ -9,8 +9,9 @@
 // Point-to-point operations go to their own progress engine (executor/p2p_engine.h).
 // Defined in several files: ring_backend.cc (the route, and the collectives on whole tensors),
 // ring_backend_lists.cc (the collectives over lists, the exchanges), ring_backend_cuda.cc (the
-// CUDA path's set-up), ring_backend_group.cc (life, coalescing, settings, split, merge and
-// shrink), ring_backend_reconfigure.cc, ring_backend_estimate.cc and ring_backend_p2p.cc
+// CUDA kernels' construction; cuda_route.h holds the CUDA route), ring_backend_group.cc (life, coalescing, settings, split, merge and
+// shrink), ring_backend_reconfigure.cc, ring_backend_estimate.cc (time_estimate.h holds the
+// estimator's window) and ring_backend_p2p.cc
 // (point-to-point).
 #pragma once
 
@@ -27,6 +28,7 @@
 #include "backend/call_ends.h"
 #include "backend/host_call.h"
 #include "backend/ring_options.h"
+#include "backend/time_estimate.h"
 #include "backend/torch_store.h"
 #include "backend/work_queue.h"
 #include "executor/communicator.h"
@@ -328,11 +330,8 @@ class RingBackend : public c10d::Backend {
   // Why the last reconfigure() left the group without members (empty: it did not), which
   // every call refused afterwards names.
   std::string reconfigureFailure_;
-  // Between startTimeEstimate and endTimeEstimate: calls are priced, not run. Read by every
-  // call's thread, so atomic; the sum under its mutex (calls may come from several threads).
-  std::atomic<bool> estimating_{false};
-  std::mutex estimateMutex_;
-  double estimatedSeconds_ = 0;
+  // Between startTimeEstimate and endTimeEstimate: calls are priced, not run.
+  TimeEstimate estimate_;
   // Where every call reports its end (getError, the dump after a failure, the completion hook).
   // Declared before the runners that report to it (comm_, queue_, p2p_, cuda_), so it outlives them.
   AbortHooks abortHooks_;  // before ends_, whose failure callback runs them

@@ -254,16 +254,21 @@ CALL_PATH_MUTANTS = [
            "py", "tests/python/test_reconfigure.py -x -q",
            why="after a failed reconfigure, calls blame enable_reconfigure instead of the "
                "reconfigure that failed"),
-    # torch's _time_estimator (backend/ring_backend_estimate.cc).
+    # torch's _time_estimator (backend/ring_backend_estimate.cc, time_estimate.cc).
     Mutant("estimated_call_runs_anyway", "csrc/backend/ring_backend.cc",
-           "  if (estimating_.load(std::memory_order_relaxed)) return {Route::Priced};\n", "",
+           "  if (estimate_.open()) return {Route::Priced};\n", "",
            "py", "tests/python/test_time_estimate.py -x -q",
            why="a call inside the estimator moves data (and is recorded) instead of being priced"),
-    Mutant("estimate_in_seconds", "csrc/backend/ring_backend_estimate.cc",
-           "  return static_cast<float>(estimatedSeconds_ * 1e6);",
-           "  return static_cast<float>(estimatedSeconds_);", "py",
+    Mutant("estimate_in_seconds", "csrc/backend/time_estimate.cc",
+           "  return static_cast<float>(seconds_ * 1e6);",
+           "  return static_cast<float>(seconds_);", "py",
            "tests/python/test_time_estimate.py -x -q",
            why="the estimate comes back in seconds where torch (as NCCL) reads microseconds"),
+    Mutant("time_estimators_nest", "csrc/backend/time_estimate.cc",
+           "  if (open_.load()) failUsage(s, \"already estimating: time estimators do not nest\");\n",
+           "", "py", "tests/python/test_time_estimate.py -x -q",
+           why="a time estimator opened inside another restarts its sum: the outer one's "
+               "estimate loses the calls priced before it"),
     # The barrier through the same run() as every host call (backend/ring_backend.cc).
     Mutant("barrier_around_run", "csrc/backend/ring_backend.cc",
            "  return run(s, std::move(call));\n}\n\n}  // namespace ring",

@@ -39,6 +39,21 @@ def estimates_and_times(ctx):
     if len(torch_ring_backend.flight_recorder()) != before:
         report.failures.append("a call inside the estimator reached the flight recorder")
     alone = _estimate(lambda: dist.all_reduce(t))
+    # Windows do not nest (an inner one would restart the outer's sum): the inner is refused
+    # by name, and the outer goes on to price its calls, before and after, in one sum.
+    with dist.distributed_c10d._time_estimator(device=torch.device("cpu")) as outer:
+        dist.all_reduce(t)
+        try:
+            with dist.distributed_c10d._time_estimator(device=torch.device("cpu")):
+                pass
+            report.failures.append("a time estimator inside another was taken")
+        except Exception as e:  # noqa: BLE001 -- the type is torch's, the words ours
+            if "do not nest" not in str(e) or "_time_estimator" not in str(e):
+                report.failures.append(f"the nested estimator refused without saying why: {e}")
+        dist.all_reduce(t)
+    if abs(outer.estimated_time - 2 * alone) > 1e-3 * alone:
+        report.failures.append(f"two calls around a refused inner window: {outer.estimated_time} "
+                               f"us, one alone {alone} us: not twice")
     if not (both > alone > 0):
         report.failures.append(f"two calls {both} us, one {alone} us: not a positive sum")
     estimates, measured = {}, {}
