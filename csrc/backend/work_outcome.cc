@@ -2,8 +2,6 @@
 
 #include <c10/util/Exception.h>
 
-#include <atomic>
-
 #include "common/errors.h"
 
 namespace ring {
@@ -60,12 +58,6 @@ c10d::ErrorType errorTypeOf(const std::exception_ptr& error) {
   } catch (...) {
     return c10d::ErrorType::COMM_ERROR;
   }
-}
-
-uint64_t nextCompletionKey() {
-  // Relaxed: a key only has to differ from every other, not to order anything.
-  static std::atomic<uint64_t> last{0};
-  return last.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 int64_t failedWorkResultOf(const std::exception_ptr& error) {

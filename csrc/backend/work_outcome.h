@@ -7,6 +7,8 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
+#include <cstdint>
 #include <exception>
 #include <mutex>
 #include <vector>
@@ -54,7 +56,12 @@ class WorkResultFuture {
 
 // A key no other Work of this process has had: what getCompletionKey answers (torch 2.15) and
 // the completion hooks report. Not the Work's address: a hook may learn of a call after its
-// Work is gone, when the address may already belong to a new one.
-uint64_t nextCompletionKey();
+// Work is gone, when the address may already belong to a new one. Inline: every Work takes one.
+inline uint64_t nextCompletionKey() {
+  // Relaxed: a key only has to differ from every other, not to order anything. One counter in
+  // the process: an inline function's static is one object however many files call it.
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 
 }  // namespace ring
