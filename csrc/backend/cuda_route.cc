@@ -14,8 +14,7 @@
 
 namespace ring {
 
-CudaRoute::CudaRoute(int rank, MakeKernels makeKernels)
-    : rank_(rank), makeKernels_(std::move(makeKernels)) {}
+CudaRoute::CudaRoute(MakeKernels makeKernels) : makeKernels_(std::move(makeKernels)) {}
 
 CudaRoute::~CudaRoute() = default;
 
@@ -86,7 +85,7 @@ void CudaRoute::beforeCollective(const CheckScope& s, const at::Device& device,
     // Bounded: the earlier call's host part ends within its own timeout, or at abort.
     if (!call->waitCopiesBackQueued(std::max(left, std::chrono::milliseconds(0)))) {
       C10_THROW_ERROR(DistBackendError,
-                      strCat("ring: ", s.collective, " on rank ", rank_, " waited ",
+                      strCat("ring: ", s.collective, " on rank ", s.rank, " waited ",
                              timeout.count(), " ms (the timeout) for the earlier call ",
                              call->what(), " to finish its host part: this call reads what "
                              "that one writes, in issue order"));

@@ -30,7 +30,7 @@ class CudaRoute {
   using MakeKernels = std::function<std::unique_ptr<CudaCollectives>(
       const CheckScope& s, const at::Device& device, DedicatedStream& stream)>;
 
-  explicit CudaRoute(int rank, MakeKernels makeKernels);
+  explicit CudaRoute(MakeKernels makeKernels);
   ~CudaRoute();
   CudaRoute(const CudaRoute&) = delete;
   CudaRoute& operator=(const CudaRoute&) = delete;
@@ -84,7 +84,6 @@ class CudaRoute {
   void setUpLocked(const CheckScope& s, const at::Device& device);
   static DedicatedStream& streamOf(DeviceStreams& streams, const at::Device& device);
 
-  const int rank_;
   const MakeKernels makeKernels_;
   std::mutex mutex_;
   bool tried_ = false;

@@ -3,8 +3,9 @@
 // through host memory), dispatch() runs a host call there, push() hands it to the group's
 // runner; each collective checks its arguments, asks route() once and builds the call for it.
 // The collectives over lists of tensors and the exchanges are in ring_backend_lists.cc, the
-// group API in ring_backend_group.cc, point-to-point in ring_backend_p2p.cc, the CUDA path's
-// set-up in ring_backend_cuda.cc (ring_backend.h declares them all).
+// group API in ring_backend_group.cc, point-to-point in ring_backend_p2p.cc, the CUDA kernels'
+// construction in ring_backend_cuda.cc (ring_backend.h declares them all); the CUDA route
+// itself (set-up, streams, staged calls in flight) is CudaRoute's (cuda_route.h).
 #include "backend/ring_backend.h"
 
 #include <c10/util/Exception.h>
@@ -120,9 +121,7 @@ c10::intrusive_ptr<c10d::Work> RingBackend::runStaged(const CheckScope& s, HostC
   auto staged = std::make_shared<StagedCall>(
       s.collective, strCat(s.collective, " (sequence ", seq, ") on rank ", rank_), call.type, seq,
       rank_, cuda_->orderStream(device), call.inputs, call.outputs);
-  {
-    cuda_->addStaged(staged);
-  }
+  cuda_->addStaged(staged);
   call.inputs = staged->hostInputs();
   call.outputs = staged->hostOutputs();
   call.detail.note = " (CUDA, staged through host memory)";

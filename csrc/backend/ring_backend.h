@@ -9,9 +9,10 @@
 // Point-to-point operations go to their own progress engine (executor/p2p_engine.h).
 // Defined in several files: ring_backend.cc (the route, and the collectives on whole tensors),
 // ring_backend_lists.cc (the collectives over lists, the exchanges), ring_backend_cuda.cc (the
-// CUDA kernels' construction; cuda_route.h holds the CUDA route), ring_backend_group.cc (life, coalescing, settings, split, merge and
-// shrink), ring_backend_reconfigure.cc, ring_backend_estimate.cc (time_estimate.h holds the
-// estimator's window) and ring_backend_p2p.cc
+// CUDA kernels' construction; cuda_route.h holds the CUDA route), ring_backend_group.cc (life,
+// coalescing, settings, split, merge and shrink), ring_backend_reconfigure.cc,
+// ring_backend_estimate.cc (time_estimate.h holds the estimator's window) and
+// ring_backend_p2p.cc
 // (point-to-point).
 #pragma once
 
@@ -19,7 +20,6 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 

@@ -48,8 +48,9 @@ RingBackend::RingBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
       options_(std::move(options)) {
   stableRank_ = globalRanks()[static_cast<size_t>(rank)];
 #ifdef RING_WITH_CUDA
+  // The route names the rank of each call's scope: reconfigure() may change it.
   cuda_ = std::make_unique<CudaRoute>(
-      rank, [this](const CheckScope& s, const at::Device& device, DedicatedStream& stream) {
+      [this](const CheckScope& s, const at::Device& device, DedicatedStream& stream) {
         return makeCudaKernels(s, device, stream);
       });
 #endif

@@ -78,6 +78,9 @@ std::string readAlgo() {
   const std::string raw = readString("TORCH_RING_ALGO");
   const std::string v = lowered(raw);
   if (v.empty()) return defaultWord("TORCH_RING_ALGO");
+  // The words of protocol/algorithms.h's forcible rows, written again here because common/
+  // sits below protocol/: a new forcible algorithm adds its word here too (test_knobs.py holds
+  // this list, PlanChoice.TheTableOfPlanChoiceH the table's, both to README's).
   if (v != "auto" && v != "ring" && v != "hier_ring" && v != "hier_rd" && v != "hier_radix" &&
       v != "hier_direct") {
     throw UsageError(strCat(

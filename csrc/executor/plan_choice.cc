@@ -29,6 +29,11 @@ const char* algoKnobName(std::optional<Algorithm> forced) {
 
 void checkPlanSettings(const PlanSettings& s) {
   RING_USAGE_CHECK(s.rdBytes >= 0, "ring: TORCH_RING_RD_BYTES must be >= 0, got ", s.rdBytes);
+  // Only what a knob may force (parseAlgoKnob's rows): the direct round inside one host, forced,
+  // would be taken for messages that do not fit its one slot.
+  RING_USAGE_CHECK(!s.forced || algorithmRow(*s.forced).forcible,
+                   "ring: TORCH_RING_ALGO cannot force ",
+                   s.forced ? algorithmRow(*s.forced).word : "", " (auto takes it where it fits)");
 }
 
 LinkCost parseLinkCost(const std::string& text, const char* knob, LinkCost fallback) {

@@ -56,7 +56,8 @@ std::optional<Algorithm> parseAlgoKnob(const std::string& word);
 const char* algoKnobName(std::optional<Algorithm> forced);
 
 struct PlanSettings {
-  // The algorithm TORCH_RING_ALGO forces, or none (auto).
+  // The algorithm TORCH_RING_ALGO forces, or none (auto). Only a forcible row of the table
+  // (checkPlanSettings refuses the others).
   std::optional<Algorithm> forced;
   // The group: its ranks, and whether every rank shares memory with every other (only there
   // is there a direct round inside one host, and mailboxes).

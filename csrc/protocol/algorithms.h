@@ -60,8 +60,8 @@ constexpr bool algorithmsInNumberOrder() {
 }
 static_assert(algorithmsInNumberOrder(), "kAlgorithms: row i must be the algorithm numbered i");
 
-// Only for an algorithm of the enum (a fingerprint's algorithm is checked against the
-// receiver's own before anything reads it).
+// Only for an algorithm of the enum: one this rank chose. A number read off the wire may be
+// any byte, so describe() checks it against kAlgorithmCount itself.
 inline const AlgorithmRow& algorithmRow(Algorithm a) {
   return kAlgorithms[static_cast<size_t>(a)];
 }

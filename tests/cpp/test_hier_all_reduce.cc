@@ -381,7 +381,10 @@ TEST(TwoLevelAllReduce, RanksWithDifferentPlansFailAtSetUpNamingTheKnob) {
 // overhead. The plan comes from planOf; which closed form belongs to which plan is written out
 // here, from the model, so a row of the plan table that prices one plan as another fails.
 TEST(TimeEstimate, EachCallIsPricedAsThePlanItTakes) {
-  const std::vector<Layout> layouts = {{"2x2", {0, 0, 1, 1}}, {"3+1+2", {0, 0, 0, 1, 2, 2}}};
+  // One host too: its direct round (with and without a mailbox) and its ring, priced over
+  // shared memory.
+  const std::vector<Layout> layouts = {
+      {"one host of 3", {0, 0, 0}}, {"2x2", {0, 0, 1, 1}}, {"3+1+2", {0, 0, 0, 1, 2, 2}}};
   const std::vector<Collective> collectives = {
       Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,
       Collective::Broadcast, Collective::Reduce,    Collective::Gather,
@@ -391,18 +394,27 @@ TEST(TimeEstimate, EachCallIsPricedAsThePlanItTakes) {
       const int n = static_cast<int>(l.hostOf.size());
       MemoryStore store;
       auto out = runRanks(n, [&](int rank) {
-        Communicator comm(store, rank, n, hostOptions(l, rank, algo));
+        CommOptions o = hostOptions(l, rank, algo);
+        o.mailboxBytes = 128;  // a direct round inside one host past the mailbox too (250 bytes)
+        Communicator comm(store, rank, n, o);
         PlanSettings s;  // madeUpHostOptions' figures; the links at their defaults
         s.ranks = n;
         s.slotBytes = 256;
         const RingShape shape = shapeOf(s, comm.layout());
-        const LinkCost net = kDefaultNetLink;
+        // What a message between two ranks crosses at worst: the network once there are hosts.
+        const LinkCost far = comm.layout().hosts() > 1 ? kDefaultNetLink : kDefaultShmLink;
+        const LinkCost shm = kDefaultShmLink;
+        int directRounds = 0, mailboxRounds = 0;  // the one host's rows this test must reach
         for (Collective k : collectives) {
-          for (int64_t bytes : {0, 64, 300, 1000, 3000, 65536}) {
+          for (int64_t bytes : {0, 64, 250, 300, 1000, 3000, 65536}) {
             const CallPlan plan = comm.planOf(k, bytes);
+            directRounds += plan.algorithm == Algorithm::Direct;
+            mailboxRounds += plan.mailboxRound && k != Collective::Barrier;
             const double b = static_cast<double>(bytes);
             const bool twoLevels = plan.algorithm != Algorithm::Ring;
             double want = 0;
+            // The direct round inside one host: every rank's message to the n-1 others at once.
+            const double directRound = shm.alphaSeconds + b * (n - 1) / shm.bytesPerSecond;
             switch (k) {
               case Collective::AllReduce:
                 if (plan.algorithm == Algorithm::HierRd || plan.algorithm == Algorithm::HierRadix) {
@@ -413,14 +425,17 @@ TEST(TimeEstimate, EachCallIsPricedAsThePlanItTakes) {
                   want = comm.layout().ranksPerHost() == 0
                              ? segmentedAllReduceSeconds(shape, comm.layout(), b)
                              : twoLevelAllReduceSeconds(shape, b);
+                } else if (plan.algorithm == Algorithm::Direct) {
+                  want = directRound;
                 } else {
                   want = flatAllReduceSeconds(shape, b);
                 }
                 break;
               case Collective::AllGather:
               case Collective::ReduceScatter:
-                want = twoLevels ? twoLevelAllGatherSeconds(shape, b * n)
-                                 : flatAllGatherSeconds(shape, b * n);
+                want = plan.algorithm == Algorithm::Direct ? directRound
+                       : twoLevels ? twoLevelAllGatherSeconds(shape, b * n)
+                                   : flatAllGatherSeconds(shape, b * n);
                 break;
               case Collective::Broadcast:
               case Collective::Reduce:  // a chain of n-1 hops of the whole message
@@ -428,13 +443,13 @@ TEST(TimeEstimate, EachCallIsPricedAsThePlanItTakes) {
                 break;
               case Collective::Gather:
               case Collective::Scatter:  // the root's exchange with each other rank in turn
-                want = (n - 1) * (net.alphaSeconds + b / net.bytesPerSecond);
+                want = (n - 1) * (far.alphaSeconds + b / far.bytesPerSecond);
                 break;
               case Collective::AllToAll:  // n-1 rounds of one rank's share
-                want = (n - 1) * (net.alphaSeconds + b / n / net.bytesPerSecond);
+                want = (n - 1) * (far.alphaSeconds + b / n / far.bytesPerSecond);
                 break;
               default:  // barrier: one round of empty messages
-                want = net.alphaSeconds;
+                want = far.alphaSeconds;
                 break;
             }
             EXPECT_NEAR(comm.estimatedSeconds(k, bytes), kCallOverheadSeconds + want,
@@ -442,6 +457,10 @@ TEST(TimeEstimate, EachCallIsPricedAsThePlanItTakes) {
                 << l.name << " " << algo << " " << collectiveName(k) << " of " << bytes
                 << " bytes by " << algorithmRow(plan.algorithm).word << ", rank " << rank;
           }
+        }
+        if (comm.layout().hosts() == 1 && std::string(algo) == "auto") {
+          EXPECT_GT(directRounds, mailboxRounds) << "no direct round without a mailbox priced";
+          EXPECT_GT(mailboxRounds, 0) << "no mailbox round priced";
         }
       });
       expectEveryRankOk(out, strCat(l.name, " ", algo));

@@ -4,6 +4,8 @@
 // sums), and recursive doubling's round count (the textbook ceil(log2 m), +2 off powers of two).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -271,11 +273,27 @@ TEST(PlanChoice, TheTableOfPlanChoiceH) {
       const std::string text = e.what();
       EXPECT_NE(text.find(strCat("'", refused, "'")), std::string::npos) << text;
       EXPECT_NE(text.find("TORCH_RING_ALGO"), std::string::npos) << text;
-      for (const std::string& word : words) {
-        EXPECT_NE(text.find(word), std::string::npos) << word << " not offered: " << text;
+      // The choices offered, exactly README's words: every one, and nothing else ("direct").
+      const size_t from = text.find("one of ");
+      const size_t to = text.find(" (TORCH_RING_ALGO)");
+      ASSERT_TRUE(from != std::string::npos && to != std::string::npos && from < to) << text;
+      std::vector<std::string> offered;
+      std::string list = text.substr(from + 7, to - from - 7) + ", ";
+      for (size_t at = 0, comma; (comma = list.find(", ", at)) != std::string::npos; at = comma + 2) {
+        offered.push_back(list.substr(at, comma - at));
       }
+      std::vector<std::string> want = words;
+      std::sort(offered.begin(), offered.end());
+      std::sort(want.begin(), want.end());
+      EXPECT_EQ(offered, want) << text;
     }
   }
+  // Settings made in code, not parsed, are held to the same rows.
+  PlanSettings forcedDirect;
+  forcedDirect.forced = Algorithm::Direct;
+  EXPECT_THROW(checkPlanSettings(forcedDirect), UsageError);
+  forcedDirect.forced = Algorithm::HierDirect;
+  EXPECT_NO_THROW(checkPlanSettings(forcedDirect));
 }
 
 // The whole choice of a call inside one host (plan_choice.h's first two rows): the direct round

@@ -127,6 +127,12 @@ CALL_PATH_MUTANTS = [
            "cpp", "TimeEstimate.*", binaries=("ring_tcp_tests",),
            why="torch's time estimator prices recursive doubling between hosts as one direct "
                "round: on three hosts it leaves out the folded host's two exchanges"),
+    Mutant("direct_round_priced_as_the_ring", "csrc/executor/communicator_issue.cc",
+           "      {C::AllReduce, A::Direct, false, &R::allReduceDirect, price::directRound},",
+           "      {C::AllReduce, A::Direct, false, &R::allReduceDirect, price::flatAllReduce},",
+           "cpp", "TimeEstimate.*", binaries=("ring_tcp_tests",),
+           why="a direct round inside one host past the mailbox is priced as the ring it does "
+               "not take"),
     Mutant("two_level_all_gather_priced_as_the_flat_ring", "csrc/executor/communicator_issue.cc",
            "      {C::AllGather, A::HierRing, false, &R::allGatherTwoLevels, price::twoLevelAllGather},",
            "      {C::AllGather, A::HierRing, false, &R::allGatherTwoLevels, price::flatAllGather},",
