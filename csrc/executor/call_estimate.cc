@@ -12,8 +12,8 @@ double directRoundSeconds(const LinkCost& link, int n, double bytes) {
 }
 
 // What a message between two ranks crosses at worst: the network once there are hosts.
-const LinkCost& farthest(const PriceInputs& in) {
-  return in.layout.hosts() > 1 ? in.settings.netLink : in.settings.shmLink;
+const LinkCost& farthest(const PlanSettings& s, const HostLayout& layout) {
+  return layout.hosts() > 1 ? s.netLink : s.shmLink;
 }
 
 RingShape shape(const PriceInputs& in) { return shapeOf(in.settings, in.layout); }
@@ -50,19 +50,19 @@ double leadersDirectRound(const PriceInputs& in) {
 }
 
 double pairwise(const PriceInputs& in) {
-  const LinkCost& link = farthest(in);
+  const LinkCost& link = farthest(in.settings, in.layout);
   return (in.settings.ranks - 1) * (link.alphaSeconds + in.bytes / link.bytesPerSecond);
 }
 
 double emptyRound(const PriceInputs& in) {
-  return directRoundSeconds(farthest(in), in.settings.ranks, 0);
+  return directRoundSeconds(farthest(in.settings, in.layout), in.settings.ranks, 0);
 }
 
 }  // namespace plan_prices
 
 double allToAllSeconds(const PlanSettings& s, const HostLayout& layout, double bytes) {
   const int n = s.ranks;
-  const LinkCost& link = layout.hosts() > 1 ? s.netLink : s.shmLink;
+  const LinkCost& link = farthest(s, layout);
   return (n - 1) * (link.alphaSeconds + bytes / n / link.bytesPerSecond);
 }
 
